@@ -1,0 +1,36 @@
+//! One module per subcommand; each takes its parsed arguments and returns a
+//! [`Result`](crate::Result). `main` maps errors to exit codes.
+
+use crate::cli::{Cli, Command, SceneCommand};
+use crate::error::Result;
+
+pub mod bench;
+pub mod calc;
+pub mod compute;
+pub mod scenes;
+pub mod trace;
+
+/// Run the command line.
+pub fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        None => crate::tui::run(&cli.tui),
+        Some(Command::Tui(args)) => crate::tui::run(&args),
+        Some(Command::View(args)) => crate::tui::run_view(&args),
+        Some(Command::Compute(args)) => compute::run(&args),
+        Some(Command::Trace(args)) => trace::run(&args),
+        Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Scenes(args)) => scenes::list(&args),
+        Some(Command::Scene(SceneCommand::Check { files })) => scenes::check(&files),
+        Some(Command::Play(args)) => crate::record::play(&args),
+        Some(Command::Snapshot(args)) => crate::record::snapshot(&args),
+        Some(Command::KvCache(args)) => calc::kv_cache(&args),
+        Some(Command::Memory(args)) => calc::memory(&args),
+    }
+}
+
+/// The error of a command that a later piece of work brings.
+pub(crate) fn not_yet(what: &str) -> crate::Error {
+    crate::Error::usage(format!(
+        "`attnviz {what}` is not available in this build yet"
+    ))
+}

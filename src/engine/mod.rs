@@ -1,0 +1,17 @@
+//! The math of attention, with no terminal code.
+//!
+//! - [`config`]: the mask and position-encoding kinds a user can choose;
+//! - [`mask`]: what each mask means, for every path;
+//! - [`pe`]: sinusoidal, RoPE, ALiBi;
+//! - [`problem`]: shapes and options of one attention computation;
+//! - [`reference`]: the f64 truth on tensors;
+//! - [`pipeline`]: tokens to output, every stage named and inspectable;
+//! - [`npy`]: tensors in and out.
+
+pub mod config;
+pub mod mask;
+pub mod npy;
+pub mod pe;
+pub mod pipeline;
+pub mod problem;
+pub mod reference;

@@ -1,0 +1,17 @@
+//! attnviz: Transformer self-attention, stage by stage, in the terminal.
+//!
+//! Data flows one way: command-line or scene options -> [`engine`] (f64 reference
+//! pipeline and traces) or [`kernel`] (fast fp32 FlashAttention) -> [`tui`] views and
+//! [`record`] outputs, which only read what the engine produced.
+
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod error;
+pub mod kernel;
+pub mod record;
+pub mod scene;
+pub mod tui;
+pub mod widgets;
+
+pub use error::{Error, Result};

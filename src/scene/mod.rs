@@ -1,0 +1,1 @@
+//! Scene files: schema (serde), loading, validation with line:column errors.

@@ -1,0 +1,1 @@
+//! Reusable ratatui widgets: heatmap, matrix, vector, legend, bars.
