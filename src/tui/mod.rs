@@ -1,5 +1,9 @@
 //! The interactive app: state, actions and `update`, the event loop, one module per view.
 
+pub mod view_kind;
+
+pub use view_kind::ViewKind;
+
 use crate::cli::{TuiArgs, ViewArgs};
 
 pub fn run(_args: &TuiArgs) -> crate::Result<()> {
