@@ -1,5 +1,6 @@
 //! The interactive app: state, actions and `update`, the event loop, one module per view.
 
+pub mod script;
 pub mod view_kind;
 
 pub use view_kind::ViewKind;
