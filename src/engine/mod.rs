@@ -11,9 +11,11 @@
 
 pub mod config;
 pub mod mask;
+pub mod memory;
 pub mod naive;
 pub mod npy;
 pub mod pe;
 pub mod pipeline;
+pub mod presets;
 pub mod problem;
 pub mod reference;
