@@ -10,6 +10,8 @@
 //! - [`npy`]: tensors in and out.
 
 pub mod config;
+pub mod gqa;
+pub mod kv_cache;
 pub mod mask;
 pub mod memory;
 pub mod naive;
