@@ -21,3 +21,4 @@ pub mod pipeline;
 pub mod presets;
 pub mod problem;
 pub mod reference;
+pub mod variants;
