@@ -153,7 +153,7 @@ fn kv_cache_table(k: &KvCacheSize, preset: Option<&ModelPreset>) -> String {
     if let (Some(w), Some(b)) = (c.sliding_window, k.rolling_buffer_bytes) {
         writeln!(
             t,
-            "  rolling buffer of the sliding window W = {w}: min(seq, W) = {} positions, {}",
+            "  with its rolling buffer (sliding window W = {w}) the cache holds min(seq, W) = {} positions: {}",
             c.seq.min(w),
             decimal_bytes(b)
         )
