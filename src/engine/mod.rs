@@ -4,12 +4,16 @@
 //! - [`mask`]: what each mask means, for every path;
 //! - [`pe`]: sinusoidal, RoPE, ALiBi;
 //! - [`problem`]: shapes and options of one attention computation;
+//! - [`embed`]: seeded embeddings and weights, the same on every platform;
+//! - [`limits`]: the documented size limits;
 //! - [`naive`]: the f32 path that materialises the score matrix;
 //! - [`reference`]: the f64 truth on tensors;
 //! - [`pipeline`]: tokens to output, every stage named and inspectable;
 //! - [`npy`]: tensors in and out.
 
 pub mod config;
+pub mod embed;
+pub mod limits;
 pub mod mask;
 pub mod naive;
 pub mod npy;
