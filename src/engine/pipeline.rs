@@ -557,11 +557,9 @@ impl Pipeline {
         scaled: bool,
     ) -> Result<Pipeline> {
         let (h, n_q, d) = q.dim();
-        let (g, n_k, _) = k.dim();
-        let shape = ProblemShape::from_dims([1, h, n_q, d], [1, k.dim().0, n_k, k.dim().2], {
-            let (gv, nv, dv) = v.dim();
-            [1, gv, nv, dv]
-        })?;
+        let (g, n_k, dk) = k.dim();
+        let (gv, n_v, dv) = v.dim();
+        let shape = ProblemShape::from_dims([1, h, n_q, d], [1, g, n_k, dk], [1, gv, n_v, dv])?;
         check_view_size(h, n_q, n_k)?;
         match pe {
             PeKind::None | PeKind::Alibi => {}
