@@ -4,14 +4,21 @@
 //! - [`mask`]: what each mask means, for every path;
 //! - [`pe`]: sinusoidal, RoPE, ALiBi;
 //! - [`problem`]: shapes and options of one attention computation;
+//! - [`embed`]: seeded embeddings and weights, the same on every platform;
+//! - [`limits`]: the documented size limits;
 //! - [`naive`]: the f32 path that materialises the score matrix;
 //! - [`reference`]: the f64 truth on tensors;
 //! - [`pipeline`]: tokens to output, every stage named and inspectable;
-//! - [`npy`]: tensors in and out.
+//! - [`npy`]: tensors in and out;
+//! - [`tensors`]: Q, K, V from .npy as checked [B,H,N,d] arrays, and outputs back.
+//! - [`kv_cache`], [`gqa`], [`variants`]: decoding, KV groups, sliding window, BigBird, linear attention;
+//! - [`memory`], [`presets`]: sizes and HBM traffic; real model configurations.
 
 pub mod config;
+pub mod embed;
 pub mod gqa;
 pub mod kv_cache;
+pub mod limits;
 pub mod mask;
 pub mod memory;
 pub mod naive;
@@ -21,4 +28,5 @@ pub mod pipeline;
 pub mod presets;
 pub mod problem;
 pub mod reference;
+pub mod tensors;
 pub mod variants;
