@@ -1,6 +1,12 @@
 //! attnviz binary: parse arguments, dispatch, map errors to exit codes.
 
+use attnviz::engine::scaling::heap::CountingAlloc;
 use clap::Parser;
+
+/// Counts live and peak heap bytes so the scaling view reports measured memory (see
+/// `engine::scaling::heap`); otherwise the system allocator.
+#[global_allocator]
+static HEAP: CountingAlloc = CountingAlloc;
 
 fn main() {
     let cli = attnviz::cli::Cli::parse();

@@ -12,7 +12,8 @@
 //! - [`npy`]: tensors in and out;
 //! - [`tensors`]: Q, K, V from .npy as checked [B,H,N,d] arrays, and outputs back.
 //! - [`kv_cache`], [`gqa`], [`variants`]: decoding, KV groups, sliding window, BigBird, linear attention;
-//! - [`memory`], [`presets`]: sizes and HBM traffic; real model configurations.
+//! - [`memory`], [`presets`]: sizes and HBM traffic; real model configurations;
+//! - [`scaling`]: time and peak heap of the naive and flash paths against n, measured.
 
 pub mod config;
 pub mod embed;
@@ -28,5 +29,6 @@ pub mod pipeline;
 pub mod presets;
 pub mod problem;
 pub mod reference;
+pub mod scaling;
 pub mod tensors;
 pub mod variants;
