@@ -5,7 +5,6 @@
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Widget};
 
@@ -393,19 +392,23 @@ fn render_hints(state: &State, area: Rect, buf: &mut Buffer) {
 
 // ---- overlays -----------------------------------------------------------------------
 
-/// The help text, generated from the key tables.
-pub fn help_lines(state: &State) -> Vec<(String, Style)> {
-    let t = &state.theme;
+/// One line of the help: a heading, prose, or a key with its description.
+pub enum HelpLine {
+    Heading(String),
+    Text(String),
+    Key(String, &'static str),
+    Blank,
+}
+
+/// The help, generated from the key tables (global and the current view's).
+pub fn help_lines(state: &State) -> Vec<HelpLine> {
     let g = &state.glyphs;
     let mut out = vec![
-        (
-            format!(
-                "Plain arrows or h j k l move the cell cursor. With Shift they take bigger steps: {}{}/{}{} or H/L step through the stages, {}{}/{}{} or K/J change the head.",
-                g.shift, g.left, g.shift, g.right, g.shift, g.up, g.shift, g.down
-            ),
-            t.base,
-        ),
-        (String::new(), t.base),
+        HelpLine::Text(format!(
+            "Plain arrows or h j k l move the cell cursor. With Shift they take bigger steps: {}{}/{}{} or H/L step through the stages, {}{}/{}{} or K/J change the head.",
+            g.shift, g.left, g.shift, g.right, g.shift, g.up, g.shift, g.down
+        )),
+        HelpLine::Blank,
     ];
     let view_keys = views::current(state).bindings();
     for group in Group::ORDER {
@@ -417,28 +420,26 @@ pub fn help_lines(state: &State) -> Vec<(String, Style)> {
         if entries.is_empty() {
             continue;
         }
-        let title = if group == Group::ThisView {
+        out.push(HelpLine::Heading(if group == Group::ThisView {
             format!("{} ({})", group.title(), state.view)
         } else {
             group.title().to_string()
-        };
-        out.push((title, t.panel_title));
+        }));
         for b in entries {
-            out.push((
-                format!("  {:<12} {}", keymap::keys_label(b, g), b.desc),
-                t.base,
-            ));
+            out.push(HelpLine::Key(keymap::keys_label(b, g), b.desc));
         }
     }
     if state.options.mouse {
-        out.push((String::new(), t.base));
-        out.push((
+        out.push(HelpLine::Blank);
+        out.push(HelpLine::Text(
             "Mouse: click a cell to inspect it, a stage or a view tab to open it (--no-mouse turns this off).".into(),
-            t.dim,
         ));
     }
     out
 }
+
+/// Width of the key column of the help.
+const HELP_KEY_W: usize = 12;
 
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
@@ -465,17 +466,33 @@ fn render_help(state: &State, scroll: u16, body: Rect, buf: &mut Buffer) {
     let inner = block.inner(rect);
     block.render(rect, buf);
     let w = inner.width.saturating_sub(1) as usize;
-    let wrapped: Vec<(String, Style)> = help_lines(state)
-        .into_iter()
-        .flat_map(|(l, s)| {
-            let l = state.glyphs.text(&l).into_owned();
-            text::wrap(&l, w).into_iter().map(move |p| (p, s))
-        })
-        .collect();
+    let mut wrapped: Vec<Line> = Vec::new();
+    for line in help_lines(state) {
+        match line {
+            HelpLine::Blank => wrapped.push(Line::default()),
+            HelpLine::Heading(h) => wrapped.push(Line::styled(h, t.panel_title)),
+            HelpLine::Text(p) => {
+                let p = state.glyphs.text(&p).into_owned();
+                wrapped.extend(text::wrap(&p, w).into_iter().map(|l| Line::styled(l, t.base)));
+            }
+            HelpLine::Key(k, desc) => {
+                // Keys in a column, descriptions wrapped beside them.
+                let desc = state.glyphs.text(desc).into_owned();
+                let rest = w.saturating_sub(HELP_KEY_W + 3).max(10);
+                for (i, d) in text::wrap(&desc, rest).into_iter().enumerate() {
+                    let key = if i == 0 { k.as_str() } else { "" };
+                    wrapped.push(Line::from(vec![
+                        Span::styled(format!("  {} ", text::left(key, HELP_KEY_W, "")), t.key),
+                        Span::styled(d, t.base),
+                    ]));
+                }
+            }
+        }
+    }
     let max_scroll = wrapped.len().saturating_sub(inner.height as usize);
     let first = (scroll as usize).min(max_scroll);
-    for (i, (l, s)) in wrapped.iter().skip(first).take(inner.height as usize).enumerate() {
-        buf.set_stringn(inner.x + 1, inner.y + i as u16, l, w, *s);
+    for (i, l) in wrapped.iter().skip(first).take(inner.height as usize).enumerate() {
+        l.render(Rect::new(inner.x + 1, inner.y + i as u16, w as u16, 1), buf);
     }
 }
 

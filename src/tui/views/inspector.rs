@@ -68,7 +68,13 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
             for l in &e.lines {
                 out.push((l.clone(), t.formula));
             }
-            out.push((format!("= {}", significant(e.value, 6)), t.value));
+            // The engine's last line usually ends with the value; repeat it with more
+            // digits only when that adds something.
+            let value = significant(e.value, 6);
+            let said = e.lines.last().is_some_and(|l| l.ends_with(&format!("= {value}")));
+            if !said {
+                out.push((format!("= {value}"), t.value));
+            }
         }
         None => out.push(("no cell here".into(), t.dim)),
     }

@@ -457,6 +457,56 @@ fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Bu
     w.text(&format!("   sinusoidal: {s}"), st);
 }
 
+/// Where the panels go. On narrow screens one page holds the tables, the other the
+/// experiments (the areas of the hidden page are empty).
+struct Areas {
+    sinusoidal: Rect,
+    alibi: Rect,
+    rope: Rect,
+    experiments: Rect,
+}
+
+fn areas(lab: &PositionLab, area: Rect) -> Areas {
+    let narrow = area.width < TWO_PAGES_BELOW;
+    if narrow && lab.page == 1 {
+        return Areas {
+            sinusoidal: Rect::default(),
+            alibi: Rect::default(),
+            rope: Rect::default(),
+            experiments: area,
+        };
+    }
+    let left_pct = if narrow { 42 } else { 48 };
+    let [left, right] = Layout::horizontal([
+        Constraint::Percentage(left_pct),
+        Constraint::Percentage(100 - left_pct),
+    ])
+    .spacing(2)
+    .areas(area);
+    let n = lab.config.tokens.len() as u16;
+    let heads = lab.alibi_slopes.len() as u16;
+    let gap = u16::from(left.height >= n + heads + 7);
+    let [sinusoidal, _, alibi, _] = Layout::vertical([
+        Constraint::Length(n + 3),
+        Constraint::Length(gap),
+        Constraint::Length(heads + 3),
+        Constraint::Fill(1),
+    ])
+    .areas(left);
+    let pairs = (lab.config.d_head() / 2) as u16;
+    let [rope, experiments] = if narrow {
+        [right, Rect::default()]
+    } else {
+        Layout::vertical([Constraint::Length(pairs + 4), Constraint::Fill(1)]).areas(right)
+    };
+    Areas {
+        sinusoidal,
+        alibi,
+        rope,
+        experiments,
+    }
+}
+
 impl View for PositionView {
     fn kind(&self) -> ViewKind {
         ViewKind::Position
@@ -517,23 +567,13 @@ impl View for PositionView {
             }
             return;
         };
-        let [left, right] = Layout::horizontal([Constraint::Percentage(48), Constraint::Percentage(52)])
-            .spacing(2)
-            .areas(area);
-        let heads = lab.alibi_slopes.len() as u16;
-        let [sin_area, alibi_area] =
-            Layout::vertical([Constraint::Fill(1), Constraint::Length(heads + 3)]).areas(left);
-        let pairs = (lab.config.d_head() / 2) as u16;
-        let [rope_area, exp_area] = if area.width < TWO_PAGES_BELOW {
-            // Narrow: the tables on one page, the experiments on the other.
-            if lab.page == 1 {
-                render_experiments(state, lab, area, buf);
-                return;
-            }
-            [right, Rect::default()]
-        } else {
-            Layout::vertical([Constraint::Length(pairs + 4), Constraint::Fill(1)]).areas(right)
-        };
+        let a = areas(lab, area);
+        if a.sinusoidal.is_empty() {
+            render_experiments(state, lab, a.experiments, buf);
+            return;
+        }
+        let (sin_area, alibi_area, rope_area, exp_area) =
+            (a.sinusoidal, a.alibi, a.rope, a.experiments);
         MatrixPanel {
             matrix: &lab.sinusoidal,
             title: lab.sinusoidal.name.clone(),
@@ -555,15 +595,10 @@ impl View for PositionView {
 
     fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let lab = state.views.get::<PositionLab>(ViewKind::Position)?;
-        if area.width < TWO_PAGES_BELOW && lab.page == 1 {
+        let sin_area = areas(lab, area).sinusoidal;
+        if sin_area.is_empty() {
             return None;
         }
-        let [left, _] = Layout::horizontal([Constraint::Percentage(48), Constraint::Percentage(52)])
-            .spacing(2)
-            .areas(area);
-        let heads = lab.alibi_slopes.len() as u16;
-        let [sin_area, _] =
-            Layout::vertical([Constraint::Fill(1), Constraint::Length(heads + 3)]).areas(left);
         let p = MatrixPanel {
             matrix: &lab.sinusoidal,
             title: String::new(),
