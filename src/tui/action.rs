@@ -72,6 +72,8 @@ pub enum Action {
     },
     /// A command of the current view's own key table (see `View::bindings`).
     ViewCommand(u8),
+    /// A report of the scaling view's measuring thread, delivered by the event loop.
+    Measurement(crate::engine::scaling::Progress),
 }
 
 /// Editing the sentence (`e`).

@@ -13,10 +13,14 @@ use crate::tui::render::draw;
 use crate::tui::state::State;
 use crate::tui::terminal::{self, TerminalGuard, io_error};
 use crate::tui::update::update;
+use crate::tui::views;
 
 /// How long to wait for input when nothing is animating (the screen still redraws
 /// after every event, so this only bounds idle wake-ups).
 const IDLE_POLL: Duration = Duration::from_millis(500);
+
+/// How often the screen shows a running measurement's progress.
+const MEASURE_POLL: Duration = Duration::from_millis(100);
 
 /// An input event as an action, if it means one.
 pub fn action_for_event(state: &State, ev: &Event) -> Option<Action> {
@@ -53,6 +57,8 @@ pub fn run(mut state: State) -> Result<()> {
     let clock = SystemClock::new();
     let mut ticker = Ticker::default();
     ticker.elapsed(&clock);
+    // Starts and stops the scaling view's measuring thread; its reports come in as actions.
+    let mut measuring = views::scaling::Driver::default();
     while !state.quit {
         guard
             .terminal
@@ -61,6 +67,11 @@ pub fn run(mut state: State) -> Result<()> {
         let timeout = state
             .next_change_in_ms()
             .map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
+        let timeout = if measuring.busy() {
+            timeout.min(MEASURE_POLL)
+        } else {
+            timeout
+        };
         if event::poll(timeout).map_err(io_error)? {
             // Take every pending event before drawing again (key repeat, resize storms).
             loop {
@@ -73,6 +84,7 @@ pub fn run(mut state: State) -> Result<()> {
                 }
             }
         }
+        measuring.sync(&mut state);
         let ms = ticker.elapsed(&clock);
         if state.script.as_ref().is_some_and(|p| p.playing) {
             update(&mut state, Action::Tick { ms });

@@ -15,7 +15,10 @@ use crate::tui::state::{
 use crate::tui::{ViewKind, views};
 
 pub fn update(state: &mut State, action: Action) {
-    if !matches!(action, Action::Tick { .. } | Action::Resize { .. }) {
+    if !matches!(
+        action,
+        Action::Tick { .. } | Action::Resize { .. } | Action::Measurement(_)
+    ) {
         state.status = None;
     }
     match action {
@@ -100,6 +103,7 @@ pub fn update(state: &mut State, action: Action) {
         Action::Slower => change_speed(state, -1),
         Action::Tick { ms } => tick(state, ms),
         Action::ViewCommand(c) => views::current(state).command(state, c),
+        Action::Measurement(p) => views::scaling::receive(state, p),
     }
 }
 

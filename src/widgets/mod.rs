@@ -9,6 +9,8 @@ pub mod glyphs;
 pub mod heat;
 pub mod heatmap;
 pub mod legend;
+pub mod lines;
+pub mod loglog;
 pub mod numfmt;
 pub mod text;
 
@@ -17,3 +19,4 @@ pub use glyphs::Glyphs;
 pub use heat::{ColorDepth, HeatPainter, ValueScale};
 pub use heatmap::{Heatmap, HeatmapGeometry, HeatmapStyle};
 pub use legend::Legend;
+pub use loglog::{LogLogChart, Series};

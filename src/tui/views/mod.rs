@@ -5,11 +5,14 @@
 //! benchmark pick it up from there; its own keys (from [`View::bindings`]) appear in the
 //! help and the hint bar while it is open.
 
+mod decode;
 mod heads;
 mod inspector;
 pub(crate) mod panel;
 mod pipeline;
 mod position;
+pub mod scaling;
+// mod variants;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -72,6 +75,9 @@ pub static VIEWS: &[&dyn View] = &[
     &pipeline::PipelineView,
     &heads::HeadsView,
     &position::PositionView,
+    &decode::DecodeView,
+    // &variants::VariantsView,
+    &scaling::ScalingView,
 ];
 
 pub fn find(kind: ViewKind) -> Option<&'static dyn View> {
