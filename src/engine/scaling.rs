@@ -34,7 +34,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::engine::config::MaskKind;
 use crate::engine::limits;
 use crate::engine::mask::Mask;
-use crate::engine::memory::decimal_bytes;
+use crate::engine::memory::{binary_bytes, decimal_bytes};
 use crate::engine::naive;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::{Error, Result};
@@ -173,7 +173,7 @@ impl std::fmt::Display for Skip {
                 f,
                 "its n x n scores need {}, over the naive limit of {} (MAX_NAIVE_SCORE_BYTES)",
                 decimal_bytes(need),
-                decimal_bytes(limit)
+                binary_bytes(limit)
             ),
         }
     }

@@ -92,6 +92,24 @@ pub fn view(kind: crate::tui::ViewKind, lang: Lang) -> Option<&'static str> {
         (V::Position, Lang::Zh) => {
             "没有位置编码时，打乱词元只会同样地打乱输出；RoPE 的分数只取决于相对距离。"
         }
+        (V::Decode, Lang::En) => {
+            "A decoder adds one token at a time: its key and value join the cache, so each step costs O(t·d) instead of recomputing the whole prefix."
+        }
+        (V::Decode, Lang::Zh) => {
+            "解码器一次生成一个词元：它的键和值追加进缓存，所以每一步只需 O(t·d)，不必重新计算整个前缀。"
+        }
+        (V::Variants, Lang::En) => {
+            "Structure instead of n×n: a sliding window reaches further with every layer, BigBird mixes local, global and random blocks, linear attention keeps a d×d state."
+        }
+        (V::Variants, Lang::Zh) => {
+            "用结构换掉 n×n：滑动窗口每多一层看得更远，BigBird 组合局部、全局和随机块，线性注意力只保留 d×d 的状态。"
+        }
+        (V::Scaling, Lang::En) => {
+            "The naive path stores all n×n scores, so its memory grows fourfold per doubling of n until it no longer fits; flash stays O(n·d)."
+        }
+        (V::Scaling, Lang::Zh) => {
+            "朴素实现要存下全部 n×n 个分数，n 每翻一倍内存就涨四倍，直到放不下；flash 始终是 O(n·d)。"
+        }
         _ => return None,
     })
 }

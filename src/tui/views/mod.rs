@@ -12,7 +12,7 @@ pub(crate) mod panel;
 mod pipeline;
 mod position;
 pub mod scaling;
-// mod variants;
+mod variants;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -76,7 +76,7 @@ pub static VIEWS: &[&dyn View] = &[
     &heads::HeadsView,
     &position::PositionView,
     &decode::DecodeView,
-    // &variants::VariantsView,
+    &variants::VariantsView,
     &scaling::ScalingView,
 ];
 
