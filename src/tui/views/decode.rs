@@ -411,7 +411,7 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
         .enumerate()
         .map(|(s, &pos)| match lab.layout {
             CacheLayout::Full => label(&lab.tokens, pos),
-            CacheLayout::Rolling { .. } => format!("{s}:{}", label(&lab.tokens, pos)),
+            CacheLayout::Rolling { .. } => format!("{s} {}", label(&lab.tokens, pos)),
         })
         .collect();
     let newest = [(step.written_slot, 0usize)];
@@ -420,8 +420,12 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
         let rows = Array2::from_shape_fn((slot_rows.len(), width), |(r, c)| {
             data[[g, slot_rows[r], c]]
         });
+        let what = match lab.layout {
+            CacheLayout::Full => format!("{name} cache (kv {g})"),
+            CacheLayout::Rolling { .. } => format!("{name} cache (kv {g}), by slot"),
+        };
         let m = Matrix::new(
-            format!("{name} cache (kv {g})"),
+            what,
             rows,
             slot_labels.clone(),
             (0..width).map(|c| c.to_string()).collect(),

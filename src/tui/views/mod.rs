@@ -23,7 +23,9 @@ use crate::tui::keymap::Binding;
 use crate::tui::render::Hit;
 use crate::tui::state::State;
 
+pub use decode::DecodeLab;
 pub use position::PositionLab;
+pub use variants::{Mode as VariantMode, VariantsLab};
 
 /// One screen of the app. Views read the state (and so the engine's pipeline); the
 /// only state they change is their own derived data, in `refresh` and `command`.

@@ -122,7 +122,9 @@ pub struct ScalingLab {
     pub flash_threads: usize,
     /// A failure of the sweep itself (not of one run).
     pub error: Option<String>,
-    /// The latest request, numbered; the driver carries out each number once.
+    /// The latest request, numbered; the driver carries out each number once. Numbers
+    /// keep counting for the life of the state (the lab is never replaced, only reset
+    /// by [`start`]), so a new request is always a larger number.
     pub request: Option<(u64, Request)>,
 }
 
@@ -454,13 +456,25 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
 
     // Line 2: how it is measured.
     let meter = match lab.heap_metered {
-        Some(true) | None => "peak = heap the call allocated beyond its inputs (counting allocator)",
+        Some(true) | None => "peak: heap allocated beyond the inputs (counting allocator)",
         Some(false) => "peak memory not measured: this binary has no counting allocator",
     };
     let mut how = vec![Span::styled(meter.to_string(), t.dim)];
     if let Some(avail) = lab.available_bytes {
         how.push(Span::styled(
-            format!("  MemAvailable {}", decimal_bytes(avail)),
+            format!(" · {} available", decimal_bytes(avail)),
+            t.dim,
+        ));
+    }
+    if lab.flash_threads > 0 {
+        let tier = lab
+            .samples(KernelKind::Flash)
+            .iter()
+            .find_map(|s| s.tier)
+            .map(|t| format!(" {t}"))
+            .unwrap_or_default();
+        how.push(Span::styled(
+            format!(" · naive 1 thread, flash {}{tier}", lab.flash_threads),
             t.dim,
         ));
     }
@@ -521,16 +535,10 @@ fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) 
     let peak = |s: &Sample| s.peak_bytes.map(|b| b as f64);
     let (tn, tf) = (pts(KernelKind::Naive, &time), pts(KernelKind::Flash, &time));
     let (mn, mf) = (pts(KernelKind::Naive, &peak), pts(KernelKind::Flash, &peak));
-    let naive_name = "naive (1 thread)".to_string();
-    let flash_name = if lab.flash_threads > 0 {
-        format!("flash ({} threads)", lab.flash_threads)
-    } else {
-        "flash".to_string()
-    };
-    let series = |naive: &'_ [(f64, f64)], flash: &'_ [(f64, f64)]| -> Vec<(String, Vec<(f64, f64)>, KernelKind)> {
+    let series = |naive: &'_ [(f64, f64)], flash: &'_ [(f64, f64)]| -> Vec<(&'static str, Vec<(f64, f64)>, KernelKind)> {
         vec![
-            (naive_name.clone(), naive.to_vec(), KernelKind::Naive),
-            (flash_name.clone(), flash.to_vec(), KernelKind::Flash),
+            ("naive", naive.to_vec(), KernelKind::Naive),
+            ("flash", flash.to_vec(), KernelKind::Flash),
         ]
     };
     let time_series = series(&tn, &tf);
@@ -547,8 +555,8 @@ fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) 
         Layout::vertical([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area)
     };
     for (rect, title, data, y_tick) in [
-        (left, "time per call vs n", &time_series, loglog::ms_tick as fn(f64) -> String),
-        (right, "peak memory vs n", &mem_series, loglog::bytes_tick as fn(f64) -> String),
+        (left, "time per call", &time_series, loglog::ms_tick as fn(f64) -> String),
+        (right, "peak memory", &mem_series, loglog::bytes_tick as fn(f64) -> String),
     ] {
         let s: Vec<Series> = data
             .iter()

@@ -429,7 +429,7 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
     let (i, _) = state.cursor;
     let i = i.min(n.saturating_sub(1));
     let labels: Vec<String> = (0..n).map(|k| token(lab, k)).collect();
-    let [left, right] = split(area, CellGrid::width(&labels, n).max(30));
+    let [left, right] = split(area, CellGrid::width(&labels, n).max(34));
     let layers = sw.layers.len().max(1);
     let first = &lab.first_layer;
     let dot = if state.glyphs.ascii { "." } else { "·" };
@@ -504,28 +504,6 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
             th.field_value,
         );
     }
-    w.text(
-        &format!(
-            "Mistral 7B, 32 layers of W 4096: {} positions",
-            group_digits(variants::receptive_span(4096, 32, usize::MAX) as u64)
-        ),
-        th.dim,
-    );
-    let causal_pairs = n * (n + 1) / 2;
-    w.text(
-        &format!(
-            "pairs scored: {} of {} (causal {}); {}",
-            sw.seen,
-            n * n,
-            causal_pairs,
-            tiles_line(&sw.tiles)
-        ),
-        th.base,
-    );
-    if let Some(ct) = &lab.causal_tiles {
-        w.text(&format!("causal: {}", tiles_line(ct)), th.dim);
-    }
-    w.blank();
     // The rolling buffer after writing position i.
     if let Some(frame) = sw.buffer.get(i) {
         w.line(vec![Span::styled(
@@ -572,6 +550,28 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
             th.dim,
         );
     }
+    w.blank();
+    w.text(
+        &format!(
+            "Mistral 7B, 32 layers of W 4096: {} positions",
+            group_digits(variants::receptive_span(4096, 32, usize::MAX) as u64)
+        ),
+        th.dim,
+    );
+    let causal_pairs = n * (n + 1) / 2;
+    w.text(
+        &format!(
+            "pairs scored: {} of {} (causal {}); {}",
+            sw.seen,
+            n * n,
+            causal_pairs,
+            tiles_line(&sw.tiles)
+        ),
+        th.base,
+    );
+    if let Some(ct) = &lab.causal_tiles {
+        w.text(&format!("causal: {}", tiles_line(ct)), th.dim);
+    }
 }
 
 fn cell_glyph(state: &State, k: CellKind) -> (&'static str, Style) {
@@ -605,7 +605,7 @@ fn render_bigbird(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer
         state.cursor.1.min(n.saturating_sub(1)),
     );
     let labels: Vec<String> = (0..n).map(|k| token(lab, k)).collect();
-    let [left, right] = split(area, CellGrid::width(&labels, n).max(30));
+    let [left, right] = split(area, CellGrid::width(&labels, n).max(34));
     let cell = |r: usize, c: usize| -> (String, Style) {
         let (g, style) = cell_glyph(state, bb.cells[[r, c]]);
         (g.to_string(), style)
