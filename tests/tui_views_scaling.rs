@@ -251,8 +251,8 @@ fn the_driver_runs_a_sweep_off_the_ui_thread_and_feeds_it_back() {
     update(&mut s, START);
     let mut driver = Driver::default();
     let until = Instant::now() + Duration::from_secs(60);
+    // (A tiny sweep may be over by the time the first sync returns.)
     driver.sync(&mut s);
-    assert!(driver.busy(), "Enter's request started the worker");
     while the_lab(&s).phase != (Phase::Finished { cancelled: false }) {
         assert!(Instant::now() < until, "the sweep did not finish");
         std::thread::sleep(Duration::from_millis(5));

@@ -459,10 +459,11 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
         Some(true) | None => "peak: heap allocated beyond the inputs (counting allocator)",
         Some(false) => "peak memory not measured: this binary has no counting allocator",
     };
+    let sep = if state.glyphs.ascii { " | " } else { " · " };
     let mut how = vec![Span::styled(meter.to_string(), t.dim)];
     if let Some(avail) = lab.available_bytes {
         how.push(Span::styled(
-            format!(" · {} available", decimal_bytes(avail)),
+            format!("{sep}{} available", decimal_bytes(avail)),
             t.dim,
         ));
     }
@@ -474,7 +475,7 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
             .map(|t| format!(" {t}"))
             .unwrap_or_default();
         how.push(Span::styled(
-            format!(" · naive 1 thread, flash {}{tier}", lab.flash_threads),
+            format!("{sep}naive 1 thread, flash {}{tier}", lab.flash_threads),
             t.dim,
         ));
     }
