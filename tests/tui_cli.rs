@@ -54,7 +54,11 @@ fn view_checks_its_files_first() {
         .stderr(contains("[heads, n, n] or [layers, heads, n, n]"));
     // Good weights, but a tokens file with the wrong count.
     let good = dir.path().join("w.npy");
-    ndarray_npy::write_npy(&good, &ndarray::Array3::<f32>::from_elem((2, 3, 3), 1.0 / 3.0)).unwrap();
+    ndarray_npy::write_npy(
+        &good,
+        &ndarray::Array3::<f32>::from_elem((2, 3, 3), 1.0 / 3.0),
+    )
+    .unwrap();
     let toks = dir.path().join("t.txt");
     std::fs::write(&toks, "a\nb\n").unwrap();
     Command::cargo_bin("attnviz")

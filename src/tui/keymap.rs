@@ -40,9 +40,7 @@ impl KeyPat {
             KeyPat::Ctrl(c) => {
                 ctrl && matches!(key.code, KeyCode::Char(x) if x.eq_ignore_ascii_case(&c))
             }
-            KeyPat::Digits => {
-                matches!(key.code, KeyCode::Char('1'..='9')) && !ctrl && !alt
-            }
+            KeyPat::Digits => matches!(key.code, KeyCode::Char('1'..='9')) && !ctrl && !alt,
         }
     }
 
