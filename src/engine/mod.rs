@@ -9,7 +9,8 @@
 //! - [`naive`]: the f32 path that materialises the score matrix;
 //! - [`reference`]: the f64 truth on tensors;
 //! - [`pipeline`]: tokens to output, every stage named and inspectable;
-//! - [`npy`]: tensors in and out.
+//! - [`npy`]: tensors in and out;
+//! - [`tensors`]: Q, K, V from .npy as checked [B,H,N,d] arrays, and outputs back.
 
 pub mod config;
 pub mod embed;
@@ -21,3 +22,4 @@ pub mod pe;
 pub mod pipeline;
 pub mod problem;
 pub mod reference;
+pub mod tensors;

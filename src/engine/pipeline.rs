@@ -124,6 +124,13 @@ impl ModelConfig {
                 self.kv_heads, self.heads, self.heads, self.heads
             )));
         }
+        if let PeKind::Rope { base } = self.pe
+            && !(base.is_finite() && base > 1.0)
+        {
+            return Err(Error::usage(format!(
+                "pe rope:{base}: the RoPE base must be a number above 1, e.g. rope:10000"
+            )));
+        }
         if matches!(self.pe, PeKind::Rope { .. }) && !self.d_head().is_multiple_of(2) {
             return Err(Error::usage(format!(
                 "pe rope rotates pairs of dimensions, but d_head = d_model / heads = {} is odd; choose d_model and heads with an even quotient",
@@ -557,11 +564,9 @@ impl Pipeline {
         scaled: bool,
     ) -> Result<Pipeline> {
         let (h, n_q, d) = q.dim();
-        let (g, n_k, _) = k.dim();
-        let shape = ProblemShape::from_dims([1, h, n_q, d], [1, k.dim().0, n_k, k.dim().2], {
-            let (gv, nv, dv) = v.dim();
-            [1, gv, nv, dv]
-        })?;
+        let (g, n_k, dk) = k.dim();
+        let (gv, n_v, dv) = v.dim();
+        let shape = ProblemShape::from_dims([1, h, n_q, d], [1, g, n_k, dk], [1, gv, n_v, dv])?;
         check_view_size(h, n_q, n_k)?;
         match pe {
             PeKind::None | PeKind::Alibi => {}

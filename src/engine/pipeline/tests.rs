@@ -576,6 +576,8 @@ fn validation_names_the_field_and_the_fix() {
         c.pe = PeKind::Rope { base: 10000.0 };
     });
     assert!(e.contains("odd"), "{e}");
+    let e = err(&|c| c.pe = PeKind::Rope { base: 0.5 });
+    assert!(e.contains("above 1"), "{e}");
     let e = err(&|c| c.tokens.clear());
     assert!(e.contains("empty"), "{e}");
     let e = err(&|c| c.tokens = vec!["a".into(); limits::MAX_MODEL_TOKENS + 1]);
@@ -645,4 +647,25 @@ fn every_cell_of_every_stage_can_be_explained() {
             }
         }
     }
+}
+
+#[test]
+fn loaded_tensors_over_the_limits_are_refused() {
+    let q = Array3::zeros((1, 1, 2));
+    let v = Array3::zeros((1, limits::MAX_VIEW_TOKENS + 1, 1));
+    let k = Array3::zeros((1, limits::MAX_VIEW_TOKENS + 1, 2));
+    let e = Pipeline::from_qkv(Vec::new(), q, k, v, &MaskKind::None, PeKind::None, true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MAX_VIEW_TOKENS"), "{e}");
+    let attn = Array3::zeros((2, 2048, 1100));
+    let e = Pipeline::from_weights(Vec::new(), attn)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MAX_PIPELINE_SCORE_CELLS"), "{e}");
+    let attn = Array3::zeros((limits::MAX_HEADS + 1, 2, 2));
+    let e = Pipeline::from_weights(Vec::new(), attn)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MAX_HEADS"), "{e}");
 }
