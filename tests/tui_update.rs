@@ -10,7 +10,7 @@ use attnviz::tui::views::PositionLab;
 use attnviz::tui::{
     Action, AppOptions, EditAction, ScriptStep, Source, State, ViewKind, draw, update,
 };
-use ndarray::{Array3, Array4};
+use ndarray::Array3;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -588,13 +588,16 @@ fn mono_heatmaps_carry_a_glyph_ramp() {
 
 #[test]
 fn attention_files_open_on_the_weights_with_layers() {
-    let mut attn = Array4::<f64>::zeros((3, 2, 4, 4));
-    // Causal rows of uniform weights.
-    attn.indexed_iter_mut()
-        .for_each(|((_, _, i, j), w)| *w = if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 });
+    // Causal rows of uniform weights, three layers of two heads.
+    let layer = Array3::from_shape_fn(
+        (2, 4, 4),
+        |(_, i, j)| {
+            if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 }
+        },
+    );
     let source = Source::Weights {
         tokens: vec!["a".into(), "b".into(), "c".into(), "d".into()],
-        attn,
+        layers: vec![layer.clone(), layer.clone(), layer],
         layer: 0,
     };
     let mut s = State::new(source, options()).unwrap();

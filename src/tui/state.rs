@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 
-use ndarray::{Array3, Array4, s};
+use ndarray::Array3;
 
 use crate::cli::{Lang, ThemeName};
 use crate::engine::config::{MaskKind, PeKind};
@@ -87,10 +87,11 @@ pub enum Source {
         pe: PeKind,
         scaled: bool,
     },
-    /// Attention weights [layers, heads, Nq, Nk] loaded from a file (`attnviz view --attn`).
+    /// Attention weights loaded from a file (`attnviz view --attn`): one [heads, Nq, Nk]
+    /// array per layer.
     Weights {
         tokens: Vec<String>,
-        attn: Array4<f64>,
+        layers: Vec<Array3<f64>>,
         layer: usize,
     },
 }
@@ -119,12 +120,18 @@ impl Source {
             ),
             Source::Weights {
                 tokens,
-                attn,
+                layers,
                 layer,
-            } => Pipeline::from_weights(
-                tokens.clone(),
-                attn.slice(s![*layer, .., .., ..]).to_owned(),
-            ),
+            } => {
+                let attn = layers.get(*layer).ok_or_else(|| {
+                    crate::Error::usage(format!(
+                        "layer {} does not exist; the file has {} layer(s)",
+                        layer + 1,
+                        layers.len()
+                    ))
+                })?;
+                Pipeline::from_weights(tokens.clone(), attn.clone())
+            }
         }
     }
 
@@ -140,7 +147,7 @@ impl Source {
     /// Layers of a weights file (1 otherwise).
     pub fn layers(&self) -> usize {
         match self {
-            Source::Weights { attn, .. } => attn.dim().0,
+            Source::Weights { layers, .. } => layers.len(),
             _ => 1,
         }
     }

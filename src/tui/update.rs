@@ -493,24 +493,21 @@ fn change_length(state: &mut State, delta: isize) {
 fn change_layer(state: &mut State, delta: isize) {
     let Source::Weights {
         tokens,
-        attn,
+        layers,
         layer,
     } = &state.source
     else {
         return;
     };
-    let layers = attn.dim().0 as isize;
-    let new_layer = (*layer as isize + delta).rem_euclid(layers) as usize;
+    let n = layers.len() as isize;
+    let new_layer = (*layer as isize + delta).rem_euclid(n.max(1)) as usize;
     let new = Source::Weights {
         tokens: tokens.clone(),
-        attn: attn.clone(),
+        layers: layers.clone(),
         layer: new_layer,
     };
     if rebuild(state, new) {
-        state.set_status(
-            StatusKind::Info,
-            format!("layer {} of {layers}", new_layer + 1),
-        );
+        state.set_status(StatusKind::Info, format!("layer {} of {n}", new_layer + 1));
     }
 }
 
