@@ -63,8 +63,11 @@ pub fn regions(area: Rect) -> Regions {
 
 /// Which engine computed the numbers on screen. The app's numbers are the f64
 /// reference pipeline; the SIMD kernel's tier is named once a kernel is in the build.
-pub fn compute_label() -> &'static str {
-    "numbers: f64 reference"
+pub fn compute_label(state: &State) -> String {
+    match state.options.simd {
+        Some(tier) => format!("numbers: f64 reference · kernel: {tier}"),
+        None => "numbers: f64 reference".to_string(),
+    }
 }
 
 /// Draw the whole app into a frame (the terminal's or a recorder's TestBackend).
@@ -206,11 +209,11 @@ fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
             style,
         );
     }
-    let right = compute_label();
-    let rw = right.len() as u16 + 1;
+    let right = compute_label(state);
+    let rw = unicode_width::UnicodeWidthStr::width(right.as_str()) as u16 + 1;
     let tabs_end = tabs(state, l1).last().map_or(l1.x, |(r, _)| r.right());
     if l1.right() >= tabs_end + rw + 2 {
-        buf.set_stringn(l1.right() - rw, l1.y, right, rw as usize, t.dim);
+        buf.set_stringn(l1.right() - rw, l1.y, &right, rw as usize, t.dim);
     }
     // Line 2: breadcrumb or subtitle.
     let view = views::current(state);

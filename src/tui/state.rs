@@ -31,6 +31,9 @@ pub struct AppOptions {
     pub mouse: bool,
     /// Shown in the header: the scene's name or the files' names.
     pub title: String,
+    /// The kernel's SIMD tier, shown in the header; None in recordings and snapshots,
+    /// which must be the same on every machine.
+    pub simd: Option<&'static str>,
 }
 
 impl AppOptions {
@@ -49,6 +52,7 @@ impl AppOptions {
             ascii,
             mouse: !no_mouse,
             title: title.into(),
+            simd: Some(crate::kernel::Tier::detect().name()),
         }
     }
 
@@ -67,6 +71,7 @@ impl AppOptions {
             ascii,
             mouse: false,
             title: title.into(),
+            simd: None,
         }
     }
 }
