@@ -27,7 +27,10 @@ pub fn stage_from_name(name: &str) -> Result<StageId, String> {
         .map(|(_, id)| *id)
         .ok_or_else(|| {
             let names: Vec<&str> = STAGES.iter().map(|(n, _)| *n).collect();
-            format!("unknown stage '{name}'; expected one of {}", names.join(", "))
+            format!(
+                "unknown stage '{name}'; expected one of {}",
+                names.join(", ")
+            )
         })
 }
 

@@ -98,7 +98,9 @@ impl<'a> Problems<'a> {
         self.list.is_empty()
     }
 
-    pub fn into_error(self, file: &str) -> SceneError {
+    /// The problems in the order of the file.
+    pub fn into_error(mut self, file: &str) -> SceneError {
+        self.list.sort_by_key(|p| (p.line, p.column));
         SceneError {
             file: file.to_string(),
             problems: self.list,

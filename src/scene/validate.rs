@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::names::stage_from_name;
+use super::names::{stage_from_name, stage_name};
 use super::problem::{Problem, Problems, SceneError, from_toml, line_column};
 use super::raw::{RawModel, RawScene, RawStep, RawText};
 use super::{FlashBlocks, Localized, Scene, Step};
@@ -43,6 +43,15 @@ pub fn parse(name: &str, file: &str, src: &str) -> Result<Scene, SceneError> {
     let scene = Checker { p: &mut problems }.scene(name, file, raw);
     match scene {
         Some(scene) if problems.is_empty() => Ok(scene),
+        None if problems.is_empty() => {
+            // Every check that fails records a problem; this is a bug in the checks.
+            problems.at(
+                0..0,
+                "",
+                "internal error: the scene was refused without a reason",
+            );
+            Err(problems.into_error(file))
+        }
         _ => Err(problems.into_error(file)),
     }
 }
@@ -75,10 +84,7 @@ fn check_version(src: &str) -> Result<(), Problem> {
             )),
             other => Err(at(
                 v.span(),
-                format!(
-                    "expected the integer {VERSION}, found {}",
-                    other.type_str()
-                ),
+                format!("expected the integer {VERSION}, found {}", other.type_str()),
             )),
         },
     }
@@ -88,47 +94,66 @@ struct Checker<'p, 's> {
     p: &'p mut Problems<'s>,
 }
 
+/// The model's shape as far as it is valid: what the steps are checked against. A
+/// field that is wrong is already reported; checks that need it are skipped rather than
+/// reported again as a consequence.
+struct Shape {
+    n: usize,
+    d_model: usize,
+    heads: usize,
+    pe: Option<PeKind>,
+}
+
+/// The stage the app shows, as far as the steps so far tell.
+#[derive(Clone, Copy)]
+enum Shown<T> {
+    /// Not set by any step yet.
+    Unset,
+    Set(T),
+    /// Set by a step with a wrong name (already reported).
+    Invalid,
+}
+
 /// What the app shows while a step plays: steps only say what changes.
 struct Current {
-    view: ViewKind,
-    stage: Option<StageId>,
+    view: Shown<ViewKind>,
+    stage: Shown<StageId>,
 }
 
 impl Checker<'_, '_> {
     fn scene(&mut self, name: &str, file: &str, raw: RawScene) -> Option<Scene> {
         let title = self.text(&raw.title, "title");
-        let config = self.model(&raw.model);
+        let (config, shape) = self.model(&raw.model);
         let view = match &raw.view {
             Some(v) => self.view(v, "view"),
             None => Some(ViewKind::Pipeline),
         };
-        // Check the steps even when the opening view is wrong, from the default view.
-        let opening = view.unwrap_or_default();
         let flash = self.flash(&raw);
         if raw.steps.get_ref().is_empty() {
-            self.p
-                .on(&raw.steps, "steps", "a scene needs at least one [[steps]] table");
+            self.p.on(
+                &raw.steps,
+                "steps",
+                "a scene needs at least one [[steps]] table",
+            );
         }
-        let (config, flash) = (config?, flash?);
         let mut current = Current {
-            view: opening,
-            stage: None,
+            view: view.map_or(Shown::Invalid, Shown::Set),
+            stage: Shown::Unset,
         };
-        let n = config.tokens.len();
         let steps: Vec<Option<Step>> = raw
             .steps
             .get_ref()
             .iter()
             .enumerate()
-            .map(|(i, s)| self.step(i, s, &config, n, flash, &mut current))
+            .map(|(i, s)| self.step(i, s, shape.as_ref(), flash, &mut current))
             .collect();
         Some(Scene {
             name: name.to_string(),
             source: file.to_string(),
             title: title?,
-            config,
+            config: config?,
             view: view?,
-            flash,
+            flash: flash?,
             steps: steps.into_iter().collect::<Option<Vec<_>>>()?,
         })
     }
@@ -150,13 +175,10 @@ impl Checker<'_, '_> {
     }
 
     fn view(&mut self, v: &Spanned<String>, field: &str) -> Option<ViewKind> {
-        match v.get_ref().parse::<ViewKind>() {
-            Ok(k) => Some(k),
-            Err(msg) => {
-                self.p.on(v, field, msg);
-                None
-            }
-        }
+        v.get_ref()
+            .parse::<ViewKind>()
+            .map_err(|msg| self.p.on(v, field, msg))
+            .ok()
     }
 
     /// A whole number within `range`, or a problem saying what would be right.
@@ -184,10 +206,12 @@ impl Checker<'_, '_> {
         }
     }
 
-    fn model(&mut self, raw: &Spanned<RawModel>) -> Option<ModelConfig> {
+    /// The model config if every field is right, and the shape the steps are checked
+    /// against if the fields it needs are.
+    fn model(&mut self, raw: &Spanned<RawModel>) -> (Option<ModelConfig>, Option<Shape>) {
         let m = raw.get_ref();
         let tokens = crate::scene::tokens_of(m.tokens.get_ref());
-        if tokens.is_empty() || tokens.len() > MAX_TOKENS {
+        let n = if tokens.is_empty() || tokens.len() > MAX_TOKENS {
             self.p.on(
                 &m.tokens,
                 "model.tokens",
@@ -196,36 +220,34 @@ impl Checker<'_, '_> {
                     tokens.len()
                 ),
             );
-        }
+            None
+        } else {
+            Some(tokens.len())
+        };
         let d_model = self.count(&m.d_model, "model.d_model", 1..=MAX_D_MODEL);
-        let heads = self.count(&m.heads, "model.heads", 1..=MAX_HEADS);
-        let kv_heads = match &m.kv_heads {
+        let mut heads = self.count(&m.heads, "model.heads", 1..=MAX_HEADS);
+        let mut kv_heads = match &m.kv_heads {
             Some(g) => self.count(g, "model.kv_heads", 1..=MAX_HEADS),
             None => heads,
         };
         let seed = match &m.seed {
-            Some(s) => match u64::try_from(*s.get_ref()) {
-                Ok(s) => Some(s),
-                Err(_) => {
-                    self.p.on(s, "model.seed", "must be a whole number >= 0");
-                    None
-                }
-            },
+            Some(s) => u64::try_from(*s.get_ref())
+                .map_err(|_| self.p.on(s, "model.seed", "must be a whole number >= 0"))
+                .ok(),
             None => Some(0),
         };
-        let pe = match &m.pe {
-            Some(s) => match s.get_ref().parse::<PeKind>() {
-                Ok(pe) => Some(pe),
-                Err(msg) => {
-                    self.p.on(s, "model.pe", msg);
-                    None
-                }
-            },
+        let mut pe = match &m.pe {
+            Some(s) => s
+                .get_ref()
+                .parse::<PeKind>()
+                .map_err(|msg| self.p.on(s, "model.pe", msg))
+                .ok(),
             None => Some(PeKind::default()),
         };
-        let mask = match &m.mask {
-            Some(s) => self.mask(s, tokens.len()),
-            None => Some(MaskKind::None),
+        let mask = match (&m.mask, n) {
+            (Some(s), Some(n)) => self.mask(s, n),
+            (Some(_), None) => None,
+            (None, _) => Some(MaskKind::None),
         };
         if let (Some(d), Some(h)) = (d_model, heads)
             && d % h != 0
@@ -242,6 +264,7 @@ impl Checker<'_, '_> {
                     divisors.join(", ")
                 ),
             );
+            heads = None;
         }
         if let (Some(h), Some(g)) = (heads, kv_heads)
             && h % g != 0
@@ -259,32 +282,44 @@ impl Checker<'_, '_> {
                     divisors.join(", ")
                 ),
             );
+            kv_heads = None;
         }
-        if let (Some(d), Some(h), Some(PeKind::Rope { .. })) = (d_model, heads, pe)
-            && h > 0
-            && d % h == 0
+        if let (Some(d), Some(h), Some(PeKind::Rope { .. }), Some(span)) =
+            (d_model, heads, pe, m.pe.as_ref())
             && (d / h) % 2 != 0
         {
             self.p.on(
-                m.pe.as_ref().expect("pe was given"),
+                span,
                 "model.pe",
                 format!(
                     "RoPE rotates pairs of dimensions, but d_k = d_model / heads = {} is odd; make d_k even",
                     d / h
                 ),
             );
+            pe = None;
         }
-        let scaled = m.scale.as_ref().is_none_or(|s| *s.get_ref());
-        Some(ModelConfig {
-            tokens,
-            d_model: d_model?,
-            heads: heads?,
-            kv_heads: kv_heads?,
-            seed: seed?,
-            pe: pe?,
-            mask: mask?,
-            scaled,
-        })
+        let shape = match (n, d_model, heads) {
+            (Some(n), Some(d_model), Some(heads)) => Some(Shape {
+                n,
+                d_model,
+                heads,
+                pe,
+            }),
+            _ => None,
+        };
+        let config = (|| {
+            Some(ModelConfig {
+                tokens,
+                d_model: d_model?,
+                heads: heads?,
+                kv_heads: kv_heads?,
+                seed: seed?,
+                pe: pe?,
+                mask: mask?,
+                scaled: m.scale.as_ref().is_none_or(|s| *s.get_ref()),
+            })
+        })();
+        (config, shape)
     }
 
     fn mask(&mut self, s: &Spanned<String>, n: usize) -> Option<MaskKind> {
@@ -298,13 +333,18 @@ impl Checker<'_, '_> {
         let problem = match &mask {
             MaskKind::File(_) => Some(
                 "a scene must be self-contained: file: masks are for the command line; \
-                 use none, causal, window:W, padding:L1,.. or bigbird"
+                 use none, causal, window:W, padding:L or bigbird"
                     .to_string(),
             ),
-            MaskKind::Padding(lens) => lens
-                .iter()
-                .find(|&&l| l == 0 || l > n)
-                .map(|l| format!("padding length {l} must be 1..={n} (the number of tokens)")),
+            MaskKind::Padding(lens) if lens.len() != 1 => Some(format!(
+                "a scene is one sequence, so padding takes one valid length, e.g. padding:{}; got {}",
+                n.saturating_sub(1).max(1),
+                lens.len()
+            )),
+            MaskKind::Padding(lens) if lens[0] == 0 || lens[0] > n => Some(format!(
+                "padding length {} must be 1..={n} (the number of tokens)",
+                lens[0]
+            )),
             _ => None,
         };
         match problem {
@@ -333,9 +373,8 @@ impl Checker<'_, '_> {
         &mut self,
         i: usize,
         raw: &Spanned<RawStep>,
-        config: &ModelConfig,
-        n: usize,
-        flash: FlashBlocks,
+        shape: Option<&Shape>,
+        flash: Option<FlashBlocks>,
         current: &mut Current,
     ) -> Option<Step> {
         let s = raw.get_ref();
@@ -344,9 +383,7 @@ impl Checker<'_, '_> {
         let view = match &s.view {
             Some(v) => {
                 let k = self.view(v, &field("view"));
-                if let Some(k) = k {
-                    current.view = k;
-                }
+                current.view = k.map_or(Shown::Invalid, Shown::Set);
                 ok &= k.is_some();
                 k
             }
@@ -355,24 +392,25 @@ impl Checker<'_, '_> {
         let stage = match &s.stage {
             Some(st) => match stage_from_name(st.get_ref()) {
                 Ok(id) => {
-                    if let Some(msg) = stage_unavailable(id, config) {
+                    if let Some(msg) = shape.and_then(|sh| stage_unavailable(id, sh.pe?)) {
                         self.p.on(st, field("stage"), msg);
                         ok = false;
                     }
-                    current.stage = Some(id);
+                    current.stage = Shown::Set(id);
                     Some(id)
                 }
                 Err(msg) => {
                     self.p.on(st, field("stage"), msg);
+                    current.stage = Shown::Invalid;
                     ok = false;
                     None
                 }
             },
             None => None,
         };
-        let head = match &s.head {
-            Some(h) => {
-                let last = config.heads - 1;
+        let head = match (&s.head, shape) {
+            (Some(h), Some(shape)) => {
+                let last = shape.heads - 1;
                 match usize::try_from(*h.get_ref()) {
                     Ok(x) if x <= last => Some(x),
                     _ => {
@@ -382,7 +420,7 @@ impl Checker<'_, '_> {
                             format!(
                                 "head {} does not exist; the model has {} heads, numbered 0..={last}",
                                 h.get_ref(),
-                                config.heads
+                                shape.heads
                             ),
                         );
                         ok = false;
@@ -390,7 +428,8 @@ impl Checker<'_, '_> {
                     }
                 }
             }
-            None => None,
+            (Some(_), None) => None,
+            (None, _) => None,
         };
         let narration = self.text(&s.narration, &field("narration"));
         let dwell_ms = match &s.dwell {
@@ -411,8 +450,11 @@ impl Checker<'_, '_> {
         };
         let marker = match &s.marker {
             Some(m) if m.get_ref().trim().is_empty() => {
-                self.p
-                    .on(m, field("marker"), "is empty; leave it out or write a label");
+                self.p.on(
+                    m,
+                    field("marker"),
+                    "is empty; leave it out or write a label",
+                );
                 ok = false;
                 None
             }
@@ -420,7 +462,7 @@ impl Checker<'_, '_> {
             None => None,
         };
 
-        let shape = highlight_shape(current, config, n);
+        let matrix = shape.map(|sh| highlight_shape(current, sh));
         let mut highlight = Vec::new();
         for (j, cell) in s.highlight.iter().enumerate() {
             let f = format!("steps[{i}].highlight[{j}]");
@@ -428,12 +470,14 @@ impl Checker<'_, '_> {
                 ok = false;
                 continue;
             };
-            match &shape {
-                Err(msg) => {
+            match &matrix {
+                // The view, the stage or the model is wrong: reported already.
+                None | Some(Ok(None)) => {}
+                Some(Err(msg)) => {
                     self.p.on(cell, &f, msg.clone());
                     ok = false;
                 }
-                &Ok((rows, cols, ref what)) if r >= rows || c >= cols => {
+                Some(Ok(Some(Target { rows, cols, what }))) if r >= *rows || c >= *cols => {
                     self.p.on(
                         cell,
                         &f,
@@ -445,12 +489,11 @@ impl Checker<'_, '_> {
                     );
                     ok = false;
                 }
-                Ok(_) => highlight.push((r, c)),
+                Some(Ok(Some(_))) => {}
             }
+            highlight.push((r, c));
         }
 
-        let q_blocks = n.div_ceil(flash.br);
-        let k_blocks = n.div_ceil(flash.bc);
         let mut tiles = Vec::new();
         for (j, tile) in s.tiles.iter().enumerate() {
             let f = format!("steps[{i}].tiles[{j}]");
@@ -458,32 +501,39 @@ impl Checker<'_, '_> {
                 ok = false;
                 continue;
             };
-            if current.view != ViewKind::Flash {
-                self.p.on(
-                    tile,
-                    &f,
-                    format!(
-                        "tiles belong to the flash view, but this step shows the {} view; set view = \"flash\"",
-                        current.view
-                    ),
-                );
-                ok = false;
-            } else if qb >= q_blocks || kb >= k_blocks {
-                self.p.on(
-                    tile,
-                    &f,
-                    format!(
-                        "tile [{qb}, {kb}] is outside the flash grid: {n} tokens in blocks of br = {} x bc = {} make {q_blocks} x {k_blocks} tiles (q_block 0..={}, k_block 0..={})",
-                        flash.br,
-                        flash.bc,
-                        q_blocks - 1,
-                        k_blocks - 1
-                    ),
-                );
-                ok = false;
-            } else {
-                tiles.push((qb, kb));
+            match current.view {
+                Shown::Set(ViewKind::Flash) => {}
+                Shown::Set(other) => {
+                    self.p.on(
+                        tile,
+                        &f,
+                        format!(
+                            "tiles belong to the flash view, but this step shows the {other} view; set view = \"flash\""
+                        ),
+                    );
+                    ok = false;
+                }
+                Shown::Unset | Shown::Invalid => {}
             }
+            if let (Some(shape), Some(flash)) = (shape, flash) {
+                let n = shape.n;
+                let (q_blocks, k_blocks) = (n.div_ceil(flash.br), n.div_ceil(flash.bc));
+                if qb >= q_blocks || kb >= k_blocks {
+                    self.p.on(
+                        tile,
+                        &f,
+                        format!(
+                            "tile [{qb}, {kb}] is outside the flash grid: {n} tokens in blocks of br = {} x bc = {} make {q_blocks} x {k_blocks} tiles (q_block 0..={}, k_block 0..={})",
+                            flash.br,
+                            flash.bc,
+                            q_blocks - 1,
+                            k_blocks - 1
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+            tiles.push((qb, kb));
         }
 
         if !ok {
@@ -531,8 +581,8 @@ impl Checker<'_, '_> {
 }
 
 /// Why a stage cannot be shown for this model, if it cannot.
-fn stage_unavailable(id: StageId, config: &ModelConfig) -> Option<String> {
-    match (id, config.pe) {
+fn stage_unavailable(id: StageId, pe: PeKind) -> Option<String> {
+    match (id, pe) {
         (StageId::Rope, PeKind::Rope { .. }) | (StageId::Alibi, PeKind::Alibi) => None,
         (StageId::Rope, pe) => Some(format!(
             "the rope stage exists only with pe = \"rope\"; this model uses pe = \"{pe}\""
@@ -544,54 +594,64 @@ fn stage_unavailable(id: StageId, config: &ModelConfig) -> Option<String> {
     }
 }
 
-/// The rows and columns of the matrix a highlight refers to in the current view, with
-/// its description; or why this view has none.
-fn highlight_shape(
-    current: &Current,
-    config: &ModelConfig,
-    n: usize,
-) -> Result<(usize, usize, String), String> {
-    let d_k = config.d_model / config.heads.max(1);
-    let square = |what: &str| Ok((n, n, format!("{what} matrix")));
-    match current.view {
+/// The matrix a highlight refers to: its rows, columns and a description.
+struct Target {
+    rows: usize,
+    cols: usize,
+    what: String,
+}
+
+/// The matrix a highlight refers to in the current view; `Ok(None)` when the view or
+/// stage is unknown (already reported); `Err` when this view has no matrix to highlight.
+fn highlight_shape(current: &Current, shape: &Shape) -> Result<Option<Target>, String> {
+    let n = shape.n;
+    let d_k = shape.d_model / shape.heads;
+    let view = match current.view {
+        Shown::Set(v) => v,
+        Shown::Unset => ViewKind::Pipeline,
+        Shown::Invalid => return Ok(None),
+    };
+    let matrix = |rows: usize, cols: usize, what: String| Ok(Some(Target { rows, cols, what }));
+    match view {
         ViewKind::Pipeline => {
-            let Some(stage) = current.stage else {
-                return Err(
-                    "a highlight in the pipeline view needs a stage; set `stage` in this step or an earlier one"
-                        .into(),
-                );
+            let stage = match current.stage {
+                Shown::Set(s) => s,
+                Shown::Invalid => return Ok(None),
+                Shown::Unset => {
+                    return Err(
+                        "a highlight in the pipeline view needs a stage; set `stage` in this step or an earlier one"
+                            .into(),
+                    );
+                }
             };
+            let name = stage_name(stage);
             match stage {
                 StageId::Scores
                 | StageId::Scale
                 | StageId::Alibi
                 | StageId::Mask
-                | StageId::Softmax => square(&format!("{} (n x n)", super::names::stage_name(stage))),
-                StageId::SplitHeads | StageId::Rope | StageId::WeightedSum => Ok((
-                    n,
-                    d_k,
-                    format!("{} matrix (n x d_k)", super::names::stage_name(stage)),
-                )),
+                | StageId::Softmax => matrix(n, n, format!("{name} (n x n) matrix")),
+                StageId::SplitHeads | StageId::Rope | StageId::WeightedSum => {
+                    matrix(n, d_k, format!("{name} (n x d_k) matrix"))
+                }
                 StageId::Tokens
                 | StageId::Embeddings
                 | StageId::PositionEncoding
                 | StageId::QkvProjection
                 | StageId::Concat
-                | StageId::OutputProjection => Ok((
-                    n,
-                    config.d_model,
-                    format!("{} matrix (n x d_model)", super::names::stage_name(stage)),
-                )),
+                | StageId::OutputProjection => {
+                    matrix(n, shape.d_model, format!("{name} (n x d_model) matrix"))
+                }
             }
         }
         ViewKind::Heads | ViewKind::Flash | ViewKind::Decode | ViewKind::Variants => {
-            square(&format!("{} view's weight (n x n)", current.view))
+            matrix(n, n, format!("{view} view's weight (n x n) matrix"))
         }
-        ViewKind::Position => Ok((
+        ViewKind::Position => matrix(
             n,
-            config.d_model,
+            shape.d_model,
             "position view's encoding table (n x d_model)".into(),
-        )),
+        ),
         ViewKind::Scaling => Err("the scaling view has no matrix to highlight".into()),
     }
 }
