@@ -59,7 +59,12 @@ fn json(scenes: &[Scene]) -> Result<String> {
 }
 
 fn table(scenes: &[Scene]) -> String {
-    let name_w = scenes.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
+    let name_w = scenes
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let en_w = scenes
         .iter()
         .map(|s| s.title.en.width())
