@@ -161,10 +161,10 @@ pub struct ComputeArgs {
     pub k: PathBuf,
     #[arg(long)]
     pub v: PathBuf,
-    /// Where to write the output O (f32, shaped like Q but with V's last dimension).
+    /// Where to write the output O (in Q's dtype, shaped like Q but with V's last dimension).
     #[arg(long)]
     pub out: PathBuf,
-    /// Where to write the log-sum-exp per row (f32).
+    /// Where to write the log-sum-exp per row (Q's dtype and shape without its last axis).
     #[arg(long)]
     pub lse: Option<PathBuf>,
     /// none, causal, window:W, padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy.

@@ -1,5 +1,186 @@
-//! `attnviz compute`.
+//! `attnviz compute`: attention on .npy tensors, no terminal.
+//!
+//! Q, K, V are read and checked, RoPE (if asked) rotates q and k in f64, then one
+//! path computes softmax(scale * Q K^T + ALiBi + mask) V. The output O is written in
+//! Q's rank and dtype with V's last dimension; `--lse` is shaped like Q without its last
+//! axis, -inf for a row with no visible key. The reference and naive paths run on one
+//! thread; `--threads` is checked here and belongs to the flash kernel.
 
-pub fn run(_args: &crate::cli::ComputeArgs) -> crate::Result<()> {
-    Err(super::not_yet("compute"))
+use ndarray::{Array4, ArrayView4, Axis};
+
+use crate::cli::{ComputeArgs, KernelChoice};
+use crate::engine::limits;
+use crate::engine::mask::Mask;
+use crate::engine::problem::{AttnSpec, ProblemShape};
+use crate::engine::tensors::{self, Qkv};
+use crate::engine::{naive, pe, reference};
+use crate::error::{Error, Result};
+
+/// The paths that can run in this build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    Reference,
+    Naive,
+}
+
+/// The path that runs for a `--kernel` choice: the one place to change when the
+/// SIMD kernel lands (flash, and auto choosing by size).
+pub fn choose_kernel(choice: KernelChoice) -> Result<Kernel> {
+    match choice {
+        KernelChoice::Reference => Ok(Kernel::Reference),
+        KernelChoice::Naive => Ok(Kernel::Naive),
+        KernelChoice::Flash => Err(Error::usage(
+            "--kernel flash: the SIMD FlashAttention kernel is not in this build yet; use --kernel naive or --kernel reference",
+        )),
+        KernelChoice::Auto => Ok(Kernel::Naive),
+    }
+}
+
+/// Refuse problems a path cannot run in reasonable time or memory.
+pub fn check_size(kernel: Kernel, shape: &ProblemShape) -> Result<()> {
+    let dims = format!(
+        "B={} H={} Nq={} Nk={} d={} dv={}",
+        shape.batch, shape.heads, shape.n_q, shape.n_k, shape.d, shape.dv
+    );
+    match kernel {
+        Kernel::Reference => {
+            let macs = [
+                shape.batch,
+                shape.heads,
+                shape.n_q,
+                shape.n_k,
+                shape.d + shape.dv,
+            ]
+            .iter()
+            .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
+            match macs {
+                Some(m) if m <= limits::MAX_REFERENCE_MACS => Ok(()),
+                _ => Err(Error::usage(format!(
+                    "--kernel reference: {dims} needs B*H*Nq*Nk*(d+dv) = {} multiply-adds, over the limit of {} (MAX_REFERENCE_MACS) for the plain f64 loops; use --kernel naive or --kernel flash",
+                    macs.map_or("more than 2^64".to_string(), |m| m.to_string()),
+                    limits::MAX_REFERENCE_MACS
+                ))),
+            }
+        }
+        Kernel::Naive => {
+            let bytes = naive::score_bytes(shape);
+            if bytes <= limits::MAX_NAIVE_SCORE_BYTES {
+                Ok(())
+            } else {
+                Err(Error::usage(format!(
+                    "--kernel naive materialises Nq x Nk = {} x {} f32 scores per head ({} MiB, {dims}), over the limit of {} MiB (MAX_NAIVE_SCORE_BYTES); use --kernel flash, which never holds the score matrix",
+                    shape.n_q,
+                    shape.n_k,
+                    bytes >> 20,
+                    limits::MAX_NAIVE_SCORE_BYTES >> 20
+                )))
+            }
+        }
+    }
+}
+
+/// Rotate q [B,H,Nq,d] and k [B,G,Nk,d] by RoPE; queries stand at i + Nk - Nq.
+pub fn apply_rope(q: &mut Array4<f64>, k: &mut Array4<f64>, base: f64) {
+    let first_q = k.dim().2 as f64 - q.dim().2 as f64;
+    for mut b in q.axis_iter_mut(Axis(0)) {
+        for h in b.axis_iter_mut(Axis(0)) {
+            pe::rope_rows(h, first_q, base);
+        }
+    }
+    for mut b in k.axis_iter_mut(Axis(0)) {
+        for g in b.axis_iter_mut(Axis(0)) {
+            pe::rope_rows(g, 0.0, base);
+        }
+    }
+}
+
+fn check_options(args: &ComputeArgs, shape: &ProblemShape) -> Result<()> {
+    if let Some(t) = args.threads
+        && !(1..=limits::MAX_THREADS).contains(&t)
+    {
+        return Err(Error::usage(format!(
+            "--threads {t}: give between 1 and {} (MAX_THREADS)",
+            limits::MAX_THREADS
+        )));
+    }
+    if let Some(s) = args.scale
+        && !s.is_finite()
+    {
+        return Err(Error::usage(format!(
+            "--scale {s}: the scale must be a finite number, e.g. --scale 0.125"
+        )));
+    }
+    if let Some(base) = args.rope {
+        if !(base.is_finite() && base > 1.0) {
+            return Err(Error::usage(format!(
+                "--rope={base}: the RoPE base must be a number above 1, e.g. --rope=10000"
+            )));
+        }
+        if !shape.d.is_multiple_of(2) {
+            return Err(Error::usage(format!(
+                "--rope rotates pairs of dimensions, but Q and K have d = {} (odd); RoPE needs an even d",
+                shape.d
+            )));
+        }
+    }
+    if args.lse.as_ref() == Some(&args.out) {
+        return Err(Error::usage(format!(
+            "--out and --lse name the same file {}; give two different paths",
+            args.out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// O [B,H,Nq,dv] and lse [B,H,Nq] by `kernel`, as f64.
+pub fn attend(
+    kernel: Kernel,
+    shape: &ProblemShape,
+    q: ArrayView4<f64>,
+    k: ArrayView4<f64>,
+    v: ArrayView4<f64>,
+    spec: &AttnSpec,
+) -> (Array4<f64>, ndarray::Array3<f64>) {
+    match kernel {
+        Kernel::Reference => {
+            let o = reference::attention(shape, q, k, v, spec);
+            (o.out, o.lse)
+        }
+        Kernel::Naive => {
+            let f = |a: ArrayView4<f64>| a.mapv(|x| x as f32);
+            let (q, k, v) = (f(q), f(k), f(v));
+            let o = naive::attention(shape, q.view(), k.view(), v.view(), spec);
+            (o.out.mapv(f64::from), o.lse.mapv(f64::from))
+        }
+    }
+}
+
+pub fn run(args: &ComputeArgs) -> Result<()> {
+    let kernel = choose_kernel(args.kernel)?;
+    let Qkv {
+        mut q,
+        mut k,
+        v,
+        shape,
+    } = tensors::load_qkv(&args.q, &args.k, &args.v)?;
+    check_options(args, &shape)?;
+    check_size(kernel, &shape)?;
+    let mask = Mask::resolve(&args.mask, shape.batch, shape.heads, shape.n_q, shape.n_k)?;
+    let spec = AttnSpec::new(&shape, mask, args.alibi, args.scale);
+    if let Some(base) = args.rope {
+        apply_rope(&mut q.data, &mut k.data, base);
+    }
+    let (out, lse) = attend(
+        kernel,
+        &shape,
+        q.data.view(),
+        k.data.view(),
+        v.data.view(),
+        &spec,
+    );
+    tensors::write_like(&args.out, out, &q)?;
+    if let Some(path) = &args.lse {
+        tensors::write_rows_like(path, lse, &q)?;
+    }
+    Ok(())
 }

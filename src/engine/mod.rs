@@ -4,12 +4,17 @@
 //! - [`mask`]: what each mask means, for every path;
 //! - [`pe`]: sinusoidal, RoPE, ALiBi;
 //! - [`problem`]: shapes and options of one attention computation;
+//! - [`embed`]: seeded embeddings and weights, the same on every platform;
+//! - [`limits`]: the documented size limits;
 //! - [`naive`]: the f32 path that materialises the score matrix;
 //! - [`reference`]: the f64 truth on tensors;
 //! - [`pipeline`]: tokens to output, every stage named and inspectable;
-//! - [`npy`]: tensors in and out.
+//! - [`npy`]: tensors in and out;
+//! - [`tensors`]: Q, K, V from .npy as checked [B,H,N,d] arrays, and outputs back.
 
 pub mod config;
+pub mod embed;
+pub mod limits;
 pub mod mask;
 pub mod naive;
 pub mod npy;
@@ -17,3 +22,4 @@ pub mod pe;
 pub mod pipeline;
 pub mod problem;
 pub mod reference;
+pub mod tensors;
