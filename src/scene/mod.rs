@@ -100,11 +100,6 @@ impl Scene {
     }
 }
 
-/// The tokens of a scene's sentence, split the way the engine splits `--tokens`.
-pub(crate) fn tokens_of(text: &str) -> Vec<String> {
-    text.split_whitespace().map(str::to_string).collect()
-}
-
 /// A built-in scene by name, or a scene file by path.
 ///
 /// A name that is neither gets an error listing the built-ins.

@@ -13,7 +13,7 @@ use super::problem::{Problem, Problems, SceneError, from_toml, line_column};
 use super::raw::{RawModel, RawScene, RawStep, RawText};
 use super::{FlashBlocks, Localized, Scene, Step};
 use crate::engine::config::{MaskKind, PeKind};
-use crate::engine::pipeline::{ModelConfig, StageId};
+use crate::engine::pipeline::{ModelConfig, Pipeline, StageId};
 use crate::tui::ViewKind;
 
 /// The only format version there is.
@@ -104,6 +104,14 @@ struct Shape {
     pe: Option<PeKind>,
 }
 
+/// What the steps of a scene are checked against.
+#[derive(Clone, Copy)]
+struct Model<'a> {
+    shape: Option<&'a Shape>,
+    /// Built when the whole model is valid.
+    pipeline: Option<&'a Pipeline>,
+}
+
 /// The stage the app shows, as far as the steps so far tell.
 #[derive(Clone, Copy)]
 enum Shown<T> {
@@ -118,12 +126,22 @@ enum Shown<T> {
 struct Current {
     view: Shown<ViewKind>,
     stage: Shown<StageId>,
+    /// The app starts on the first head.
+    head: usize,
 }
 
 impl Checker<'_, '_> {
     fn scene(&mut self, name: &str, file: &str, raw: RawScene) -> Option<Scene> {
         let title = self.text(&raw.title, "title");
         let (config, shape) = self.model(&raw.model);
+        // The engine's own pipeline gives the true shape of every stage's matrices.
+        let pipeline = config.as_ref().and_then(|c| match Pipeline::build(c) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.p.on(&raw.model, "model", e.to_string());
+                None
+            }
+        });
         let view = match &raw.view {
             Some(v) => self.view(v, "view"),
             None => Some(ViewKind::Pipeline),
@@ -139,13 +157,20 @@ impl Checker<'_, '_> {
         let mut current = Current {
             view: view.map_or(Shown::Invalid, Shown::Set),
             stage: Shown::Unset,
+            head: 0,
         };
         let steps: Vec<Option<Step>> = raw
             .steps
             .get_ref()
             .iter()
             .enumerate()
-            .map(|(i, s)| self.step(i, s, shape.as_ref(), flash, &mut current))
+            .map(|(i, s)| {
+                let model = Model {
+                    shape: shape.as_ref(),
+                    pipeline: pipeline.as_ref(),
+                };
+                self.step(i, s, model, flash, &mut current)
+            })
             .collect();
         Some(Scene {
             name: name.to_string(),
@@ -210,7 +235,7 @@ impl Checker<'_, '_> {
     /// against if the fields it needs are.
     fn model(&mut self, raw: &Spanned<RawModel>) -> (Option<ModelConfig>, Option<Shape>) {
         let m = raw.get_ref();
-        let tokens = crate::scene::tokens_of(m.tokens.get_ref());
+        let tokens = ModelConfig::tokens_from_text(m.tokens.get_ref());
         let n = if tokens.is_empty() || tokens.len() > MAX_TOKENS {
             self.p.on(
                 &m.tokens,
@@ -373,10 +398,11 @@ impl Checker<'_, '_> {
         &mut self,
         i: usize,
         raw: &Spanned<RawStep>,
-        shape: Option<&Shape>,
+        model: Model<'_>,
         flash: Option<FlashBlocks>,
         current: &mut Current,
     ) -> Option<Step> {
+        let shape = model.shape;
         let s = raw.get_ref();
         let field = |name: &str| format!("steps[{i}].{name}");
         let mut ok = true;
@@ -412,7 +438,10 @@ impl Checker<'_, '_> {
             (Some(h), Some(shape)) => {
                 let last = shape.heads - 1;
                 match usize::try_from(*h.get_ref()) {
-                    Ok(x) if x <= last => Some(x),
+                    Ok(x) if x <= last => {
+                        current.head = x;
+                        Some(x)
+                    }
                     _ => {
                         self.p.on(
                             h,
@@ -462,7 +491,7 @@ impl Checker<'_, '_> {
             None => None,
         };
 
-        let matrix = shape.map(|sh| highlight_shape(current, sh));
+        let matrix = shape.map(|sh| highlight_target(current, sh, model.pipeline));
         let mut highlight = Vec::new();
         for (j, cell) in s.highlight.iter().enumerate() {
             let f = format!("steps[{i}].highlight[{j}]");
@@ -482,7 +511,7 @@ impl Checker<'_, '_> {
                         cell,
                         &f,
                         format!(
-                            "cell [{r}, {c}] is outside the {what}, which is {rows} x {cols} (rows 0..={}, columns 0..={})",
+                            "cell [{r}, {c}] is outside {what}, which is {rows} x {cols} (rows 0..={}, columns 0..={})",
                             rows - 1,
                             cols - 1
                         ),
@@ -601,17 +630,21 @@ struct Target {
     what: String,
 }
 
-/// The matrix a highlight refers to in the current view; `Ok(None)` when the view or
-/// stage is unknown (already reported); `Err` when this view has no matrix to highlight.
-fn highlight_shape(current: &Current, shape: &Shape) -> Result<Option<Target>, String> {
+/// The matrix a highlight refers to in the current view; `Ok(None)` when it cannot be
+/// known because the view, the stage or the model is wrong (reported already); `Err`
+/// when this view has no matrix to highlight.
+fn highlight_target(
+    current: &Current,
+    shape: &Shape,
+    pipeline: Option<&Pipeline>,
+) -> Result<Option<Target>, String> {
     let n = shape.n;
-    let d_k = shape.d_model / shape.heads;
     let view = match current.view {
         Shown::Set(v) => v,
         Shown::Unset => ViewKind::Pipeline,
         Shown::Invalid => return Ok(None),
     };
-    let matrix = |rows: usize, cols: usize, what: String| Ok(Some(Target { rows, cols, what }));
+    let target = |rows: usize, cols: usize, what: String| Ok(Some(Target { rows, cols, what }));
     match view {
         ViewKind::Pipeline => {
             let stage = match current.stage {
@@ -624,33 +657,31 @@ fn highlight_shape(current: &Current, shape: &Shape) -> Result<Option<Target>, S
                     );
                 }
             };
-            let name = stage_name(stage);
-            match stage {
-                StageId::Scores
-                | StageId::Scale
-                | StageId::Alibi
-                | StageId::Mask
-                | StageId::Softmax => matrix(n, n, format!("{name} (n x n) matrix")),
-                StageId::SplitHeads | StageId::Rope | StageId::WeightedSum => {
-                    matrix(n, d_k, format!("{name} (n x d_k) matrix"))
-                }
-                StageId::Tokens
-                | StageId::Embeddings
-                | StageId::PositionEncoding
-                | StageId::QkvProjection
-                | StageId::Concat
-                | StageId::OutputProjection => {
-                    matrix(n, shape.d_model, format!("{name} (n x d_model) matrix"))
-                }
+            let Some(pipeline) = pipeline else {
+                return Ok(None);
+            };
+            // The view shows the selected head's matrix of a per-head stage, and the
+            // result (the first matrix) of any other stage.
+            let index = if stage.is_per_head() { current.head } else { 0 };
+            match pipeline.stage(stage).and_then(|st| st.matrices.get(index)) {
+                Some(m) => target(
+                    m.data.nrows(),
+                    m.data.ncols(),
+                    format!("matrix '{}' of the {} stage", m.name, stage_name(stage)),
+                ),
+                None => Err(format!(
+                    "the {} stage has no matrix to highlight for this model",
+                    stage_name(stage)
+                )),
             }
         }
         ViewKind::Heads | ViewKind::Flash | ViewKind::Decode | ViewKind::Variants => {
-            matrix(n, n, format!("{view} view's weight (n x n) matrix"))
+            target(n, n, format!("the {view} view's weights (n x n)"))
         }
-        ViewKind::Position => matrix(
+        ViewKind::Position => target(
             n,
             shape.d_model,
-            "position view's encoding table (n x d_model)".into(),
+            "the position view's encoding table (n x d_model)".into(),
         ),
         ViewKind::Scaling => Err("the scaling view has no matrix to highlight".into()),
     }
