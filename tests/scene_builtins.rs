@@ -108,6 +108,8 @@ fn narration_is_written_in_both_languages() {
         let script = s.script(Lang::Zh);
         assert_eq!(script.len(), s.steps.len());
         assert_eq!(script[0].narration, s.steps[0].narration.zh);
+        // Replaying from step 1 shows the view the scene opens in.
+        assert_eq!(script[0].view, Some(s.steps[0].view.unwrap_or(s.view)));
     }
 }
 

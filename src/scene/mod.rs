@@ -77,9 +77,12 @@ pub struct Scene {
 }
 
 impl Scene {
-    /// The steps as the app plays them, narration in `lang`.
+    /// The steps as the app plays them, narration in `lang`. The first step opens the
+    /// scene's view unless it names one itself, so replaying from the start (or
+    /// jumping back to step 1) shows what the scene opened with.
     pub fn script(&self, lang: Lang) -> Vec<ScriptStep> {
-        self.steps
+        let mut steps: Vec<ScriptStep> = self
+            .steps
             .iter()
             .map(|s| ScriptStep {
                 view: s.view,
@@ -91,7 +94,11 @@ impl Scene {
                 dwell_ms: s.dwell_ms,
                 marker: s.marker.clone(),
             })
-            .collect()
+            .collect();
+        if let Some(first) = steps.first_mut() {
+            first.view.get_or_insert(self.view);
+        }
+        steps
     }
 
     /// Total time at speed 1, in milliseconds.
