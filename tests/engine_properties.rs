@@ -189,3 +189,23 @@ fn single_sequence_refuses_a_batch() {
     let t = tensors::load(&path, "--q").unwrap();
     assert_eq!(t.single_sequence("--q").unwrap().dim(), (1, 3, 4));
 }
+
+#[test]
+fn attention_weights_load_per_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.npy");
+    let a = ArrayD::from_shape_fn(IxDyn(&[2, 3, 4, 4]), |ix| ix[0] as f64 + 0.1 * ix[1] as f64);
+    npy::write(&path, &a, NpyDtype::F32).unwrap();
+    let layers = tensors::load_attention(&path).unwrap();
+    assert_eq!(layers.len(), 2);
+    assert_eq!(layers[1].dim(), (3, 4, 4));
+    assert!((layers[1][[2, 0, 0]] - 1.2).abs() < 1e-6);
+    npy::write(&path, &ArrayD::zeros(IxDyn(&[4, 4])), NpyDtype::F64).unwrap();
+    assert_eq!(tensors::load_attention(&path).unwrap()[0].dim(), (1, 4, 4));
+    npy::write(&path, &ArrayD::zeros(IxDyn(&[4])), NpyDtype::F64).unwrap();
+    let e = tensors::load_attention(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("--attn has rank 1") && e.contains("[layers,H,n,n]"),
+        "{e}"
+    );
+}

@@ -124,6 +124,13 @@ impl ModelConfig {
                 self.kv_heads, self.heads, self.heads, self.heads
             )));
         }
+        if let PeKind::Rope { base } = self.pe
+            && !(base.is_finite() && base > 1.0)
+        {
+            return Err(Error::usage(format!(
+                "pe rope:{base}: the RoPE base must be a number above 1, e.g. rope:10000"
+            )));
+        }
         if matches!(self.pe, PeKind::Rope { .. }) && !self.d_head().is_multiple_of(2) {
             return Err(Error::usage(format!(
                 "pe rope rotates pairs of dimensions, but d_head = d_model / heads = {} is odd; choose d_model and heads with an even quotient",

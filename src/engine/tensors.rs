@@ -52,6 +52,11 @@ const SHAPES: &str = "[N,d], [H,N,d] or [B,H,N,d]";
 /// Read a tensor of rank 2, 3 or 4 as [B,H,N,d]; `flag` (e.g. "--q") names it in
 /// errors. NaN and infinities are refused with their index.
 pub fn load(path: &Path, flag: &str) -> Result<Tensor> {
+    load_as(path, flag, SHAPES)
+}
+
+/// [`load`], with `shapes` saying in errors which shapes would be right.
+fn load_as(path: &Path, flag: &str, shapes: &str) -> Result<Tensor> {
     let a = npy::read(path).map_err(|e| match e {
         Error::File { path, msg } => Error::File {
             path,
@@ -64,7 +69,7 @@ pub fn load(path: &Path, flag: &str) -> Result<Tensor> {
     if !(2..=4).contains(&rank) {
         return Err(Error::file(
             path,
-            format!("{flag} has rank {rank} (shape {shape:?}); expected {SHAPES}"),
+            format!("{flag} has rank {rank} (shape {shape:?}); expected {shapes}"),
         ));
     }
     if let Some((index, x)) = a.data.indexed_iter().find(|(_, x)| !x.is_finite()) {
@@ -89,6 +94,22 @@ pub fn load(path: &Path, flag: &str) -> Result<Tensor> {
         dtype: a.dtype,
         path: path.to_path_buf(),
     })
+}
+
+/// Attention weights for `view --attn`: [n,n], [H,n,n] or [layers,H,n,n], returned as
+/// one [H, Nq, Nk] array per layer.
+pub fn load_attention(path: &Path) -> Result<Vec<Array3<f64>>> {
+    let t = load_as(path, "--attn", "[n,n], [H,n,n] or [layers,H,n,n]")?;
+    let (layers, h, n_q, n_k) = t.data.dim();
+    Ok((0..layers)
+        .map(|l| {
+            t.data
+                .index_axis(ndarray::Axis(0), l)
+                .to_owned()
+                .into_shape_with_order((h, n_q, n_k))
+                .expect("one layer")
+        })
+        .collect())
 }
 
 /// Q, K and V, read and checked against each other.

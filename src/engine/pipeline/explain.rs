@@ -35,6 +35,15 @@ pub(crate) fn num(x: f64) -> String {
     trim_zeros(&format!("{x:.decimals$}")).to_string()
 }
 
+/// A number to subtract: negative ones in parentheses, "x - (-0.5)".
+fn paren(x: f64) -> String {
+    if x < 0.0 {
+        format!("({})", num(x))
+    } else {
+        num(x)
+    }
+}
+
 fn trim_zeros(s: &str) -> &str {
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.')
@@ -78,12 +87,8 @@ pub(super) fn explain(
     let stage = p.stage(id)?;
     let matrix = stage.matrices.get(m)?;
     let value = cell(stage, m, row, col)?;
-    let head = if stage.per_head {
-        format!(" head {m}")
-    } else {
-        String::new()
-    };
-    let title = format!("{}[{row},{col}]{head}", matrix.name);
+    // per-head matrices carry their head in the name, e.g. "scores (head 1)[2,0]"
+    let title = format!("{}[{row},{col}]", matrix.name);
     let done = |lines: Vec<String>| {
         Some(Explanation {
             title: title.clone(),
@@ -207,7 +212,7 @@ pub(super) fn explain(
                     2 * pair + 1,
                     num(a),
                     num(cs),
-                    num(b),
+                    paren(b),
                     num(sn),
                     num(value)
                 )
@@ -267,12 +272,7 @@ pub(super) fn explain(
                     num(slope),
                     num(-slope * dist as f64)
                 ),
-                format!(
-                    "{} + {} = {}",
-                    num(s),
-                    num(-slope * dist as f64),
-                    num(value)
-                ),
+                format!("{} - {} = {}", num(s), num(slope * dist as f64), num(value)),
             ])
         }
         StageId::Mask => {
@@ -374,7 +374,12 @@ fn explain_softmax(
     let first = if s == f64::NEG_INFINITY {
         "masked: exp(-inf) = 0".to_string()
     } else {
-        format!("exp(s - max) = exp({} - {}) = {}", num(s), num(max), num(e))
+        format!(
+            "exp(s - max) = exp({} - {}) = {}",
+            num(s),
+            paren(max),
+            num(e)
+        )
     };
     Some(vec![
         first,

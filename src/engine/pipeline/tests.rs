@@ -576,6 +576,8 @@ fn validation_names_the_field_and_the_fix() {
         c.pe = PeKind::Rope { base: 10000.0 };
     });
     assert!(e.contains("odd"), "{e}");
+    let e = err(&|c| c.pe = PeKind::Rope { base: 0.5 });
+    assert!(e.contains("above 1"), "{e}");
     let e = err(&|c| c.tokens.clear());
     assert!(e.contains("empty"), "{e}");
     let e = err(&|c| c.tokens = vec!["a".into(); limits::MAX_MODEL_TOKENS + 1]);
