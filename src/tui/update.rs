@@ -569,6 +569,9 @@ fn edit(state: &mut State, e: EditAction) {
 /// Show one scripted step: its view, stage, head, highlighted cells (the first gets the
 /// cursor), tiles and narration. Parts that do not fit the data are left out and said so.
 pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
+    // A step that autoplay reaches (through a tick) must not inherit the previous
+    // step's warning: the status line would hide this step's narration.
+    state.status = None;
     let mut problems = Vec::new();
     if let Some(kind) = step.view {
         if views::find(kind).is_some() {
