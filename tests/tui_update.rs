@@ -8,7 +8,8 @@ use attnviz::tui::keymap::action_for;
 use attnviz::tui::state::{Overlay, StatusKind};
 use attnviz::tui::views::PositionLab;
 use attnviz::tui::{
-    Action, AppOptions, EditAction, ScriptStep, Source, State, ViewKind, draw, update,
+    Action, AppOptions, EditAction, LoadedTensors, ScriptStep, Source, State, ViewKind, draw,
+    update,
 };
 use ndarray::Array3;
 use ratatui::Terminal;
@@ -624,7 +625,7 @@ fn tensors_from_files_support_masks_and_rope() {
     let q = Array3::from_shape_fn((2, 5, 4), |(h, i, c)| ((h + i * 3 + c) as f64).sin());
     let k = Array3::from_shape_fn((1, 5, 4), |(_, i, c)| ((i + 2 * c) as f64).cos());
     let v = Array3::from_shape_fn((1, 5, 3), |(_, i, c)| (i * c) as f64 * 0.1);
-    let source = Source::Tensors {
+    let source = Source::Tensors(Box::new(LoadedTensors {
         tokens: Vec::new(),
         q,
         k,
@@ -632,7 +633,7 @@ fn tensors_from_files_support_masks_and_rope() {
         mask: MaskKind::None,
         pe: PeKind::None,
         scaled: true,
-    };
+    }));
     let mut s = State::new(source, options()).unwrap();
     assert_eq!(s.stage, StageId::SplitHeads, "the first stage with data");
     update(&mut s, Action::CycleMask);

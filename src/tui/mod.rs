@@ -62,7 +62,7 @@ use std::path::Path;
 pub use action::{Action, EditAction};
 pub use render::draw;
 pub use script::ScriptStep;
-pub use state::{AppOptions, Source, State};
+pub use state::{AppOptions, LoadedTensors, Source, State};
 pub use update::update;
 pub use view_kind::ViewKind;
 
@@ -171,7 +171,7 @@ pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, Stri
         ));
     };
     let qkv = tensors::load_qkv(q, k, v)?;
-    let source = Source::Tensors {
+    let source = Source::Tensors(Box::new(LoadedTensors {
         tokens,
         q: qkv.q.single_sequence("--q")?,
         k: qkv.k.single_sequence("--k")?,
@@ -179,7 +179,7 @@ pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, Stri
         mask: crate::engine::config::MaskKind::None,
         pe: crate::engine::config::PeKind::None,
         scaled: true,
-    };
+    }));
     // Check the shapes now so a bad file fails before the terminal opens.
     source.build()?;
     Ok((source, format!("view: {} {} {}", name(q), name(k), name(v))))
