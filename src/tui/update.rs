@@ -581,8 +581,12 @@ fn goto_step(state: &mut State, k: usize) {
     }
     p.index = k;
     p.elapsed_ms = 0.0;
-    let step = p.steps[k].clone();
-    apply_step(state, &step);
+    // A step says only what changes, so step k shows what steps 0..=k built up: replay
+    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage).
+    let steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
+    for step in &steps {
+        apply_step(state, step);
+    }
 }
 
 fn play_pause(state: &mut State) {
