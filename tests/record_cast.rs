@@ -99,8 +99,14 @@ fn the_cast_is_asciicast_v2_with_a_marker_per_step() {
     assert_eq!(header["version"], 2);
     assert_eq!(header["width"], 80);
     assert_eq!(header["height"], 24);
-    assert!(header.get("timestamp").is_none(), "no wall-clock time in a recording");
-    assert!(events.windows(2).all(|w| w[0].0 <= w[1].0), "times never go back");
+    assert!(
+        header.get("timestamp").is_none(),
+        "no wall-clock time in a recording"
+    );
+    assert!(
+        events.windows(2).all(|w| w[0].0 <= w[1].0),
+        "times never go back"
+    );
     assert!(events.iter().all(|e| e.1 == "o" || e.1 == "m"));
     let markers: Vec<(f64, &str)> = events
         .iter()
@@ -114,7 +120,10 @@ fn the_cast_is_asciicast_v2_with_a_marker_per_step() {
     );
     assert_eq!(markers.len(), scene.steps.len());
     // The last event comes when the last step's dwell is over.
-    assert_eq!(events.last().unwrap().0, scene.duration_ms() as f64 / 1000.0);
+    assert_eq!(
+        events.last().unwrap().0,
+        scene.duration_ms() as f64 / 1000.0
+    );
 }
 
 #[test]
@@ -123,7 +132,11 @@ fn speed_divides_the_times_and_language_changes_the_words() {
     let markers: Vec<f64> = fast.iter().filter(|e| e.1 == "m").map(|e| e.0).collect();
     assert_eq!(markers, [0.0, 0.75, 1.25]);
     assert_eq!(fast.last().unwrap().0, 1.625);
-    let output: String = fast.iter().filter(|e| e.1 == "o").map(|e| e.2.as_str()).collect();
+    let output: String = fast
+        .iter()
+        .filter(|e| e.1 == "o")
+        .map(|e| e.2.as_str())
+        .collect();
     assert!(output.contains("分数，并高亮一个单元格。"));
 }
 
@@ -185,7 +198,12 @@ impl Screen {
                 continue;
             }
             let w = c.to_string().width();
-            assert!(self.x + w <= self.cols, "text runs past the edge at ({}, {})", self.x, self.y);
+            assert!(
+                self.x + w <= self.cols,
+                "text runs past the edge at ({}, {})",
+                self.x,
+                self.y
+            );
             self.grid[self.y][self.x] = c.to_string();
             for k in 1..w {
                 self.grid[self.y][self.x + k] = String::new();
@@ -231,7 +249,10 @@ fn the_output_redraws_exactly_the_frames_of_each_step() {
         // And the last output leaves the screen as the app's final frame.
         let mut player = attnviz::record::Headless::new(&scene, &options(lang, 1.0), true).unwrap();
         player.tick(scene.duration_ms());
-        assert_eq!(screen.text(), attnviz::record::still::text(&player.frame().unwrap()));
+        assert_eq!(
+            screen.text(),
+            attnviz::record::still::text(&player.frame().unwrap())
+        );
         assert_eq!(step, scene.steps.len());
     }
 }
@@ -239,7 +260,9 @@ fn the_output_redraws_exactly_the_frames_of_each_step() {
 #[test]
 fn asciinema_plays_the_cast() {
     let Ok(out) = Process::new("asciinema").arg("--version").output() else {
-        eprintln!("skipping: asciinema is not installed (apt-get install asciinema, or pip install asciinema)");
+        eprintln!(
+            "skipping: asciinema is not installed (apt-get install asciinema, or pip install asciinema)"
+        );
         return;
     };
     assert!(out.status.success());
@@ -259,6 +282,9 @@ fn asciinema_plays_the_cast() {
         String::from_utf8_lossy(&played.stderr)
     );
     let shown = String::from_utf8_lossy(&played.stdout);
-    assert!(shown.contains("两个头。"), "asciinema played the cast's output");
+    assert!(
+        shown.contains("两个头。"),
+        "asciinema played the cast's output"
+    );
     assert!(Path::new(&file).exists());
 }

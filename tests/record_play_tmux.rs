@@ -50,18 +50,37 @@ impl Session {
 #[test]
 fn play_autoplays_pauses_steps_and_quits() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        println!("skipped: tmux is not installed, so `attnviz play` cannot be driven in a terminal");
+        println!(
+            "skipped: tmux is not installed, so `attnviz play` cannot be driven in a terminal"
+        );
         return;
     }
     let bin = env!("CARGO_BIN_EXE_attnviz");
-    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/record/short.toml");
+    let scene = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/record/short.toml"
+    );
     let name = format!("attnviz-play-{}", std::process::id());
     let script = format!("{bin} play {scene} --lang zh; echo EXIT=$?; sleep 30");
     let started = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &script])
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &script,
+        ])
         .output()
         .expect("tmux starts");
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
     let s = Session(name);
 
     // Step 1 plays; pause it at once and it stays there.
@@ -69,7 +88,10 @@ fn play_autoplays_pauses_steps_and_quits() {
     s.keys("Space");
     s.wait_for("step 1/3 paused");
     sleep(Duration::from_millis(2000));
-    assert!(s.screen().contains("分数，并高亮一个单元格。"), "paused for longer than the dwell");
+    assert!(
+        s.screen().contains("分数，并高亮一个单元格。"),
+        "paused for longer than the dwell"
+    );
 
     // n steps by hand; Space plays on, and the scene reaches its last step by itself.
     s.keys("n");
