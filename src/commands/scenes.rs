@@ -93,7 +93,7 @@ fn table(scenes: &[Scene]) -> String {
     }
     let _ = writeln!(
         out,
-        "\n* opens when attnviz starts without a scene. Play one: attnviz play NAME [--lang zh]"
+        "\n* the default scene. Play one: attnviz play NAME [--lang zh]"
     );
     out
 }
