@@ -1,6 +1,6 @@
 //! Scenes: the lessons. A scene file (TOML, `version = 1`) sets a model, the view to
 //! open, and a list of steps with narration in English and Chinese. This module reads
-//! them ([`raw`]), checks them with `file:line:column` errors ([`validate`],
+//! them ([`raw`]), checks them with `file:line:column` errors ([`validate`], `steps`,
 //! [`problem`]), holds the built-in library ([`builtin`]) and turns a scene into the
 //! app's [`ScriptStep`]s for one language.
 //!
@@ -19,6 +19,7 @@ pub mod builtin;
 pub mod names;
 pub mod problem;
 pub mod raw;
+mod steps;
 pub mod validate;
 
 pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
