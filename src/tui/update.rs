@@ -531,6 +531,9 @@ fn edit(state: &mut State, e: EditAction) {
 /// Show one scripted step: its view, stage, head, highlighted cells (the first gets the
 /// cursor), tiles and narration. Parts that do not fit the data are left out and said so.
 pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
+    // A step that autoplay reaches (through a tick) must not inherit the previous
+    // step's warning: the status line would hide this step's narration.
+    state.status = None;
     let mut problems = Vec::new();
     if let Some(kind) = step.view {
         if views::find(kind).is_some() {
@@ -578,8 +581,12 @@ fn goto_step(state: &mut State, k: usize) {
     }
     p.index = k;
     p.elapsed_ms = 0.0;
-    let step = p.steps[k].clone();
-    apply_step(state, &step);
+    // A step says only what changes, so step k shows what steps 0..=k built up: replay
+    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage).
+    let steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
+    for step in &steps {
+        apply_step(state, step);
+    }
 }
 
 fn play_pause(state: &mut State) {
