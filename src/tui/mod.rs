@@ -71,9 +71,26 @@ use crate::engine::pipeline::ModelConfig;
 use crate::engine::tensors;
 use crate::error::{Error, Result};
 
-/// The lesson that bare `attnviz` opens, with the command line's overrides applied.
+/// True if the command line changes the scene's model (then its script, written for
+/// the scene's own model, is not played).
+pub fn overrides_model(args: &TuiArgs) -> bool {
+    args.tokens.is_some()
+        || args.heads.is_some()
+        || args.kv_heads.is_some()
+        || args.d_model.is_some()
+        || args.seed.is_some()
+        || args.pe.is_some()
+        || args.mask.is_some()
+}
+
+/// The default lesson's model with the command line's overrides applied.
 pub fn config_from_args(args: &TuiArgs) -> Result<ModelConfig> {
-    let mut c = ModelConfig::example();
+    config_with_overrides(ModelConfig::example(), args)
+}
+
+/// `base` with the command line's overrides (--tokens, --heads, ...) applied.
+pub fn config_with_overrides(base: ModelConfig, args: &TuiArgs) -> Result<ModelConfig> {
+    let mut c = base;
     if let Some(t) = &args.tokens {
         c.tokens = ModelConfig::tokens_from_text(t);
     }
@@ -101,18 +118,27 @@ pub fn config_from_args(args: &TuiArgs) -> Result<ModelConfig> {
     Ok(c)
 }
 
-/// Bare `attnviz` (and `attnviz tui`): the app on the default lesson.
+/// Bare `attnviz` (and `attnviz tui [SCENE]`): the app on a scene, by default the
+/// built-in `intro`.
 pub fn run(args: &TuiArgs) -> Result<()> {
-    if let Some(scene) = &args.scene {
-        return Err(Error::usage(format!(
-            "scene '{scene}': opening scenes in the app is not in this build yet; run `attnviz` without a scene (with --tokens, --heads, --pe, --mask ...) or `attnviz play {scene}`"
-        )));
-    }
-    let config = config_from_args(args)?;
-    let title = format!("lesson: {}", config.tokens.join(" "));
+    let name = args.scene.as_deref().unwrap_or(crate::scene::DEFAULT_SCENE);
+    let scene = crate::scene::load(name)?;
+    let title = format!("{}: {}", scene.name, scene.title.get(args.lang));
     let options = AppOptions::interactive(args.lang, args.theme, args.ascii, args.no_mouse, title);
+    if overrides_model(args) {
+        let config = config_with_overrides(scene.config.clone(), args)?;
+        terminal::ensure_terminal()?;
+        return app::run(State::for_model(config, options)?);
+    }
     terminal::ensure_terminal()?;
-    app::run(State::for_model(config, options)?)
+    // The scene's script, paused on its first step: Space plays, n/p step, and every
+    // other key explores the same numbers freely.
+    let opts = ScriptOptions {
+        app: options,
+        speed: 1.0,
+        autoplay: false,
+    };
+    run_script(scene.config.clone(), scene.script(args.lang), opts)
 }
 
 /// Options of interactive playback (`attnviz play` without `--record`).
