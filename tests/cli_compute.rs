@@ -232,7 +232,7 @@ fn run_case(case: &Case, seed: u64) {
         write_tensor(path, a, rank, case.f32);
     }
     let (want_o, want_lse) = expected(&p, &case.mask, case.alibi, case.rope, case.scale);
-    for kernel in ["reference", "naive"] {
+    for kernel in ["reference", "naive", "flash", "auto"] {
         let out = dir.path().join(format!("o_{kernel}.npy"));
         let lse = dir.path().join(format!("lse_{kernel}.npy"));
         let mut cmd = cargo_bin_cmd!("attnviz");
@@ -739,11 +739,6 @@ fn bad_options_are_refused() {
         &["--mask padding", "batch has 2"],
     );
     b.refuse(QKV, &["--mask", "window:0"], &["--mask", "window", ">= 1"]);
-    b.refuse(
-        QKV,
-        &["--kernel", "flash"],
-        &["--kernel flash", "not in this build yet"],
-    );
     b.refuse(QKV, &["--threads", "0"], &["--threads"]);
     b.refuse(QKV, &["--scale", "NaN"], &["--scale", "finite"]);
     b.refuse(QKV, &["--rope=0.5"], &["--rope", "above 1"]);

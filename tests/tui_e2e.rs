@@ -53,10 +53,24 @@ fn drive_the_app_in_tmux() {
         "{bin} --no-mouse; echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo TTY-CHECKED; sleep 30"
     );
     let out = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &name, "-x", "120", "-y", "40", &script])
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &script,
+        ])
         .output()
         .expect("tmux starts");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _session = Session(name.clone());
 
     let screen = wait_for(&name, "inspector");
@@ -74,7 +88,10 @@ fn drive_the_app_in_tmux() {
         }
     }
     assert!(screen.contains("Softmax turns each row"), "{screen}");
-    assert!(screen.contains("row sum of exp"), "the inspector explains a weight: {screen}");
+    assert!(
+        screen.contains("row sum of exp"),
+        "the inspector explains a weight: {screen}"
+    );
 
     tmux(&["send-keys", "-t", &name, "?"]);
     let screen = wait_for(&name, "help: keys");
@@ -84,8 +101,14 @@ fn drive_the_app_in_tmux() {
     tmux(&["send-keys", "-t", &name, "q"]);
     let screen = wait_for(&name, "TTY-CHECKED");
     assert!(screen.contains("EXIT=0"), "{screen}");
-    assert!(!screen.contains("inspector"), "the alternate screen is gone: {screen}");
-    assert!(screen.contains(" icanon") || screen.contains("icanon "), "{screen}");
+    assert!(
+        !screen.contains("inspector"),
+        "the alternate screen is gone: {screen}"
+    );
+    assert!(
+        screen.contains(" icanon") || screen.contains("icanon "),
+        "{screen}"
+    );
     assert!(!screen.contains("-icanon"), "raw mode is off: {screen}");
     assert!(!screen.contains("-echo"), "echo is back: {screen}");
 }

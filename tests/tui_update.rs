@@ -7,8 +7,11 @@ use attnviz::engine::pipeline::{ModelConfig, StageId};
 use attnviz::tui::keymap::action_for;
 use attnviz::tui::state::{Overlay, StatusKind};
 use attnviz::tui::views::PositionLab;
-use attnviz::tui::{Action, AppOptions, EditAction, ScriptStep, Source, State, ViewKind, draw, update};
-use ndarray::{Array3, Array4};
+use attnviz::tui::{
+    Action, AppOptions, EditAction, LoadedTensors, ScriptStep, Source, State, ViewKind, draw,
+    update,
+};
+use ndarray::Array3;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -47,7 +50,11 @@ fn screen(state: &State, cols: u16, rows: u16) -> Vec<String> {
     term.draw(|f| draw(state, f)).unwrap();
     let buf = term.backend().buffer();
     (0..rows)
-        .map(|y| (0..cols).map(|x| buf[(x, y)].symbol().to_string()).collect())
+        .map(|y| {
+            (0..cols)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect()
+        })
         .collect()
 }
 
@@ -86,11 +93,24 @@ fn stage_keys_step_over_inactive_stages() {
     assert_eq!(
         seen,
         vec![
-            Tokens, Embeddings, PositionEncoding, QkvProjection, SplitHeads, Scores, Scale,
-            Softmax, WeightedSum, Concat, OutputProjection
+            Tokens,
+            Embeddings,
+            PositionEncoding,
+            QkvProjection,
+            SplitHeads,
+            Scores,
+            Scale,
+            Softmax,
+            WeightedSum,
+            Concat,
+            OutputProjection
         ]
     );
-    assert!(s.status.as_ref().is_some_and(|st| st.text.contains("last stage")));
+    assert!(
+        s.status
+            .as_ref()
+            .is_some_and(|st| st.text.contains("last stage"))
+    );
     press_mod(&mut s, KeyCode::Left, KeyModifiers::SHIFT);
     assert_eq!(s.stage, Concat);
     press(&mut s, KeyCode::Home);
@@ -132,7 +152,11 @@ fn plain_keys_move_the_cursor_and_walk_into_the_next_matrix() {
     for _ in 0..50 {
         press(&mut s, KeyCode::Char('j'));
     }
-    assert_eq!(s.cursor.0, s.focused().unwrap().data.nrows() - 1, "clamped at the last row");
+    assert_eq!(
+        s.cursor.0,
+        s.focused().unwrap().data.nrows() - 1,
+        "clamped at the last row"
+    );
     press(&mut s, KeyCode::Up);
     press(&mut s, KeyCode::Char('k'));
     assert_eq!(s.cursor.0, s.focused().unwrap().data.nrows() - 3);
@@ -219,13 +243,22 @@ fn plus_minus_change_the_length_and_r_reseeds() {
     assert_eq!(s.pipeline.shape.n_k, n - 1);
     press(&mut s, KeyCode::Char('+'));
     assert_eq!(s.pipeline.shape.n_k, n);
-    assert_eq!(s.pipeline.config.tokens.last().cloned(), last, "the token comes back");
+    assert_eq!(
+        s.pipeline.config.tokens.last().cloned(),
+        last,
+        "the token comes back"
+    );
     press(&mut s, KeyCode::Char('+'));
     assert_eq!(s.pipeline.shape.n_k, n + 1);
-    let x = s.pipeline.stage(StageId::Embeddings).unwrap().matrices[0].data.clone();
+    let x = s.pipeline.stage(StageId::Embeddings).unwrap().matrices[0]
+        .data
+        .clone();
     press(&mut s, KeyCode::Char('r'));
     assert_eq!(s.pipeline.config.seed, 43);
-    assert_ne!(s.pipeline.stage(StageId::Embeddings).unwrap().matrices[0].data, x);
+    assert_ne!(
+        s.pipeline.stage(StageId::Embeddings).unwrap().matrices[0].data,
+        x
+    );
     for _ in 0..20 {
         press(&mut s, KeyCode::Char('-'));
     }
@@ -308,13 +341,24 @@ fn tab_cycles_only_the_views_that_exist() {
     }
     assert_eq!(
         seen,
-        [ViewKind::Heads, ViewKind::Position, ViewKind::Pipeline, ViewKind::Heads]
+        [
+            ViewKind::Heads,
+            ViewKind::Position,
+            ViewKind::Pipeline,
+            ViewKind::Heads
+        ]
     );
     press_mod(&mut s, KeyCode::BackTab, KeyModifiers::SHIFT);
     assert_eq!(s.view, ViewKind::Pipeline);
     update(&mut s, Action::SetView(ViewKind::Flash));
     assert_eq!(s.view, ViewKind::Pipeline);
-    assert!(s.status.as_ref().unwrap().text.contains("not in this build"));
+    assert!(
+        s.status
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("not in this build")
+    );
 }
 
 #[test]
@@ -330,10 +374,21 @@ fn the_heads_view_opens_on_the_weights() {
 fn the_position_experiments_come_out_as_the_theory_says() {
     let mut s = state();
     update(&mut s, Action::SetView(ViewKind::Position));
-    let lab = s.views.get::<PositionLab>(ViewKind::Position).expect("built");
-    assert!(lab.shuffle_nope.max_diff < 1e-9, "{}", lab.shuffle_nope.max_diff);
+    let lab = s
+        .views
+        .get::<PositionLab>(ViewKind::Position)
+        .expect("built");
+    assert!(
+        lab.shuffle_nope.max_diff < 1e-9,
+        "{}",
+        lab.shuffle_nope.max_diff
+    );
     assert!(lab.shuffle_sin.max_diff > 1e-6);
-    assert!(lab.shift_rope.max_diff < 1e-9, "{}", lab.shift_rope.max_diff);
+    assert!(
+        lab.shift_rope.max_diff < 1e-9,
+        "{}",
+        lab.shift_rope.max_diff
+    );
     assert!(lab.shift_sin.max_diff > 1e-6);
     let (perm, shift) = (lab.perm.clone(), lab.shift);
     press(&mut s, KeyCode::Char('x'));
@@ -378,7 +433,10 @@ fn scripts_play_on_a_virtual_clock() {
     assert_eq!(s.script.as_ref().unwrap().index, 0);
     update(&mut s, Action::Tick { ms: 1 });
     assert_eq!(s.script.as_ref().unwrap().index, 1);
-    assert_eq!((s.view, s.stage, s.head), (ViewKind::Heads, StageId::Softmax, 2));
+    assert_eq!(
+        (s.view, s.stage, s.head),
+        (ViewKind::Heads, StageId::Softmax, 2)
+    );
     assert_eq!(s.cursor, (3, 1), "the first highlight gets the cursor");
     assert_eq!(s.highlight, vec![(3, 1), (2, 2)]);
     // Speed 2 halves the wait.
@@ -400,7 +458,11 @@ fn scripts_play_on_a_virtual_clock() {
     press(&mut s, KeyCode::Char(' '));
     assert!(!s.script.as_ref().unwrap().playing);
     update(&mut s, Action::Tick { ms: 5000 });
-    assert_eq!(s.script.as_ref().unwrap().index, 0, "paused: time does not move it");
+    assert_eq!(
+        s.script.as_ref().unwrap().index,
+        0,
+        "paused: time does not move it"
+    );
     press(&mut s, KeyCode::Char('n'));
     assert_eq!(s.script.as_ref().unwrap().index, 1);
     press(&mut s, KeyCode::Char('N'));
@@ -428,7 +490,11 @@ fn a_step_that_does_not_fit_is_applied_in_part_and_said_so() {
     let n = s.pipeline.shape.n_k;
     assert_eq!(s.cursor, (n - 1, n - 1), "clamped into the matrix");
     let st = s.status.expect("a warning");
-    assert!(st.text.contains("flash") && st.text.contains("head 7"), "{}", st.text);
+    assert!(
+        st.text.contains("flash") && st.text.contains("head 7"),
+        "{}",
+        st.text
+    );
 }
 
 #[test]
@@ -443,16 +509,31 @@ fn script_keys_do_nothing_without_a_script() {
 #[test]
 fn clicks_select_tabs_stages_and_cells() {
     let mut s = state();
-    update(&mut s, Action::Resize { cols: 120, rows: 40 });
+    update(
+        &mut s,
+        Action::Resize {
+            cols: 120,
+            rows: 40,
+        },
+    );
     let lines = screen(&s, 120, 40);
     let (x, y) = find(&lines, "softmax").expect("breadcrumb shows softmax");
     update(&mut s, Action::Click { x: x + 1, y });
     assert_eq!(s.stage, StageId::Softmax);
     // The cell in row 'mat' (5) under column 'sat' (2).
     let lines = screen(&s, 120, 40);
-    let (_, y_mat) = find(&lines, "mat 0.").expect("row label mat");
+    let y_mat = lines
+        .iter()
+        .position(|l| l.starts_with("mat "))
+        .expect("row label mat") as u16;
     let (x_sat, _) = find(&lines, " sat ").expect("column label sat");
-    update(&mut s, Action::Click { x: x_sat + 2, y: y_mat });
+    update(
+        &mut s,
+        Action::Click {
+            x: x_sat + 2,
+            y: y_mat,
+        },
+    );
     assert_eq!(s.cursor, (5, 2));
     let (x, y) = find(&lines, " heads ").expect("tab");
     update(&mut s, Action::Click { x: x + 2, y });
@@ -500,18 +581,24 @@ fn mono_heatmaps_carry_a_glyph_ramp() {
     .unwrap();
     update(&mut s, Action::GoStage(StageId::Softmax));
     let text = screen(&s, 120, 40).join("\n");
-    assert!(text.contains('░') || text.contains('▒') || text.contains('▓'), "{text}");
+    assert!(
+        text.contains('░') || text.contains('▒') || text.contains('▓'),
+        "{text}"
+    );
 }
 
 #[test]
 fn attention_files_open_on_the_weights_with_layers() {
-    let mut attn = Array4::<f64>::zeros((3, 2, 4, 4));
-    // Causal rows of uniform weights.
-    attn.indexed_iter_mut()
-        .for_each(|((_, _, i, j), w)| *w = if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 });
+    // Causal rows of uniform weights, three layers of two heads.
+    let layer = Array3::from_shape_fn(
+        (2, 4, 4),
+        |(_, i, j)| {
+            if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 }
+        },
+    );
     let source = Source::Weights {
         tokens: vec!["a".into(), "b".into(), "c".into(), "d".into()],
-        attn,
+        layers: vec![layer.clone(), layer.clone(), layer],
         layer: 0,
     };
     let mut s = State::new(source, options()).unwrap();
@@ -525,7 +612,10 @@ fn attention_files_open_on_the_weights_with_layers() {
     assert!(matches!(s.source, Source::Weights { layer: 1, .. }));
     update(&mut s, Action::LayerPrev);
     update(&mut s, Action::LayerPrev);
-    assert!(matches!(s.source, Source::Weights { layer: 2, .. }), "wraps");
+    assert!(
+        matches!(s.source, Source::Weights { layer: 2, .. }),
+        "wraps"
+    );
     let text = screen(&s, 120, 40).join("\n");
     assert!(text.contains("layer 3/3"), "{text}");
 }
@@ -535,7 +625,7 @@ fn tensors_from_files_support_masks_and_rope() {
     let q = Array3::from_shape_fn((2, 5, 4), |(h, i, c)| ((h + i * 3 + c) as f64).sin());
     let k = Array3::from_shape_fn((1, 5, 4), |(_, i, c)| ((i + 2 * c) as f64).cos());
     let v = Array3::from_shape_fn((1, 5, 3), |(_, i, c)| (i * c) as f64 * 0.1);
-    let source = Source::Tensors {
+    let source = Source::Tensors(Box::new(LoadedTensors {
         tokens: Vec::new(),
         q,
         k,
@@ -543,7 +633,7 @@ fn tensors_from_files_support_masks_and_rope() {
         mask: MaskKind::None,
         pe: PeKind::None,
         scaled: true,
-    };
+    }));
     let mut s = State::new(source, options()).unwrap();
     assert_eq!(s.stage, StageId::SplitHeads, "the first stage with data");
     update(&mut s, Action::CycleMask);

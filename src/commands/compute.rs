@@ -4,7 +4,7 @@
 //! path computes softmax(scale * Q K^T + ALiBi + mask) V. The output O is written in
 //! Q's rank and dtype with V's last dimension; `--lse` is shaped like Q without its last
 //! axis, -inf for a row with no visible key. The reference and naive paths run on one
-//! thread; `--threads` is checked here and belongs to the flash kernel.
+//! thread; `--threads` sets the flash kernel's worker threads.
 
 use ndarray::{Array4, ArrayView4, Axis};
 
@@ -15,24 +15,32 @@ use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::engine::tensors::{self, Qkv};
 use crate::engine::{naive, pe, reference};
 use crate::error::{Error, Result};
+use crate::kernel;
 
 /// The paths that can run in this build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
     Reference,
     Naive,
+    Flash,
 }
 
-/// The path that runs for a `--kernel` choice: the one place to change when the
-/// SIMD kernel lands (flash, and auto choosing by size).
-pub fn choose_kernel(choice: KernelChoice) -> Result<Kernel> {
+/// Below this many scores per head (a 128 x 128 tile, 64 KiB in f32) `auto` takes the
+/// naive path: its whole matrix fits in L2 and the tiled kernel's per-tile work cannot
+/// pay off. Above it, `auto` takes the flash kernel, which never holds the matrix.
+pub const AUTO_NAIVE_MAX_SCORES: u64 = 128 * 128;
+
+/// The path that runs for a `--kernel` choice; `auto` chooses by the size of one
+/// head's score matrix.
+pub fn choose_kernel(choice: KernelChoice, shape: &ProblemShape) -> Kernel {
     match choice {
-        KernelChoice::Reference => Ok(Kernel::Reference),
-        KernelChoice::Naive => Ok(Kernel::Naive),
-        KernelChoice::Flash => Err(Error::usage(
-            "--kernel flash: the SIMD FlashAttention kernel is not in this build yet; use --kernel naive or --kernel reference",
-        )),
-        KernelChoice::Auto => Ok(Kernel::Naive),
+        KernelChoice::Reference => Kernel::Reference,
+        KernelChoice::Naive => Kernel::Naive,
+        KernelChoice::Flash => Kernel::Flash,
+        KernelChoice::Auto if (shape.n_q as u64) * (shape.n_k as u64) <= AUTO_NAIVE_MAX_SCORES => {
+            Kernel::Naive
+        }
+        KernelChoice::Auto => Kernel::Flash,
     }
 }
 
@@ -62,6 +70,7 @@ pub fn check_size(kernel: Kernel, shape: &ProblemShape) -> Result<()> {
                 ))),
             }
         }
+        Kernel::Flash => Ok(()),
         Kernel::Naive => {
             let bytes = naive::score_bytes(shape);
             if bytes <= limits::MAX_NAIVE_SCORE_BYTES {
@@ -140,8 +149,9 @@ pub fn attend(
     k: ArrayView4<f64>,
     v: ArrayView4<f64>,
     spec: &AttnSpec,
-) -> (Array4<f64>, ndarray::Array3<f64>) {
-    match kernel {
+    threads: Option<usize>,
+) -> Result<(Array4<f64>, ndarray::Array3<f64>)> {
+    let result = match kernel {
         Kernel::Reference => {
             let o = reference::attention(shape, q, k, v, spec);
             (o.out, o.lse)
@@ -152,11 +162,25 @@ pub fn attend(
             let o = naive::attention(shape, q.view(), k.view(), v.view(), spec);
             (o.out.mapv(f64::from), o.lse.mapv(f64::from))
         }
-    }
+        Kernel::Flash => {
+            let f = |a: ArrayView4<f64>| a.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let opts = kernel::KernelOptions {
+                threads,
+                ..Default::default()
+            };
+            let o = kernel::attention(shape, &f(q), &f(k), &f(v), spec, &opts)?;
+            let dims = (shape.batch, shape.heads, shape.n_q);
+            let out = Array4::from_shape_vec((dims.0, dims.1, dims.2, shape.dv), o.out)
+                .map_err(|e| Error::Internal(format!("kernel output shape: {e}")))?;
+            let lse = ndarray::Array3::from_shape_vec(dims, o.lse)
+                .map_err(|e| Error::Internal(format!("kernel lse shape: {e}")))?;
+            return Ok((out.mapv(f64::from), lse.mapv(f64::from)));
+        }
+    };
+    Ok(result)
 }
 
 pub fn run(args: &ComputeArgs) -> Result<()> {
-    let kernel = choose_kernel(args.kernel)?;
     let Qkv {
         mut q,
         mut k,
@@ -164,6 +188,7 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         shape,
     } = tensors::load_qkv(&args.q, &args.k, &args.v)?;
     check_options(args, &shape)?;
+    let kernel = choose_kernel(args.kernel, &shape);
     check_size(kernel, &shape)?;
     let mask = Mask::resolve(&args.mask, shape.batch, shape.heads, shape.n_q, shape.n_k)?;
     let spec = AttnSpec::new(&shape, mask, args.alibi, args.scale);
@@ -177,7 +202,8 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         k.data.view(),
         v.data.view(),
         &spec,
-    );
+        args.threads,
+    )?;
     tensors::write_like(&args.out, out, &q)?;
     if let Some(path) = &args.lse {
         tensors::write_rows_like(path, lse, &q)?;

@@ -671,7 +671,7 @@ impl Pipeline {
                     .enumerate()
                     .map(|(hh, a)| {
                         Matrix::new(
-                            format!("weights (head {hh})"),
+                            format!("weights (head {})", hh + 1),
                             a.to_owned(),
                             labels.queries.clone(),
                             labels.keys.clone(),

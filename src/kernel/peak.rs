@@ -31,9 +31,15 @@ impl WithSimd for FmaLoop {
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) -> (f32, usize) {
         if S::REGISTER_COUNT >= 32 {
-            (chains::<S, CHAINS_32>(s, self.iters), CHAINS_32 * S::F32_LANES)
+            (
+                chains::<S, CHAINS_32>(s, self.iters),
+                CHAINS_32 * S::F32_LANES,
+            )
         } else {
-            (chains::<S, CHAINS_16>(s, self.iters), CHAINS_16 * S::F32_LANES)
+            (
+                chains::<S, CHAINS_16>(s, self.iters),
+                CHAINS_16 * S::F32_LANES,
+            )
         }
     }
 }

@@ -259,7 +259,11 @@ pub(crate) fn process_tile<S: Simd>(
         );
         for v in 0..nvec {
             let o = v * lanes;
-            let nl = s.mul_add_e_f32s(load::<S>(l.add(o)), load::<S>(alpha.add(o)), load::<S>(lsum.add(o)));
+            let nl = s.mul_add_e_f32s(
+                load::<S>(l.add(o)),
+                load::<S>(alpha.add(o)),
+                load::<S>(lsum.add(o)),
+            );
             store::<S>(l.add(o), nl);
         }
     }
@@ -342,8 +346,14 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
     let ninf = s.splat_f32s(f32::NEG_INFINITY);
     // SAFETY: every buffer holds at least `ld` = nvec * lanes values.
     unsafe {
-        let (m, alpha) = (state.m.as_mut_slice().as_mut_ptr(), state.alpha.as_mut_slice().as_mut_ptr());
-        let (tmax, shift) = (scr.tmax.as_slice().as_ptr(), scr.shift.as_mut_slice().as_mut_ptr());
+        let (m, alpha) = (
+            state.m.as_mut_slice().as_mut_ptr(),
+            state.alpha.as_mut_slice().as_mut_ptr(),
+        );
+        let (tmax, shift) = (
+            scr.tmax.as_slice().as_ptr(),
+            scr.shift.as_mut_slice().as_mut_ptr(),
+        );
         for v in 0..nvec {
             let o = v * lanes;
             let m_old = load::<S>(m.add(o));
@@ -355,7 +365,10 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
             );
             store::<S>(m.add(o), m_new);
             store::<S>(alpha.add(o), a);
-            store::<S>(shift.add(o), s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new));
+            store::<S>(
+                shift.add(o),
+                s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new),
+            );
         }
     }
 }
@@ -368,7 +381,10 @@ fn exp_and_sum<S: Simd>(s: S, scr: &mut TileScratch, ld: usize, nk: usize, nvec:
     // SAFETY: st holds nk rows of ld; shift and lsum hold ld values.
     unsafe {
         let st = scr.st.as_mut_slice().as_mut_ptr();
-        let (shift, lsum) = (scr.shift.as_slice().as_ptr(), scr.lsum.as_mut_slice().as_mut_ptr());
+        let (shift, lsum) = (
+            scr.shift.as_slice().as_ptr(),
+            scr.lsum.as_mut_slice().as_mut_ptr(),
+        );
         for v in 0..nvec {
             let o = v * lanes;
             let m = load::<S>(shift.add(o));
@@ -491,6 +507,10 @@ pub(crate) fn fa1_head<S: Simd, O: TileObserver>(
     }
     for state in &states {
         let rows = state.rows.clone();
-        finish_block(state, &mut out[rows.start * head.dv..rows.end * head.dv], &mut lse[rows]);
+        finish_block(
+            state,
+            &mut out[rows.start * head.dv..rows.end * head.dv],
+            &mut lse[rows],
+        );
     }
 }

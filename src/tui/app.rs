@@ -60,10 +60,7 @@ pub fn run(mut state: State) -> Result<()> {
     // Starts and stops the scaling view's measuring thread; its reports come in as actions.
     let mut measuring = views::scaling::Driver::default();
     while !state.quit {
-        guard
-            .terminal
-            .draw(|f| draw(&state, f))
-            .map_err(io_error)?;
+        guard.terminal.draw(|f| draw(&state, f)).map_err(io_error)?;
         let timeout = state
             .next_change_in_ms()
             .map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
@@ -93,4 +90,3 @@ pub fn run(mut state: State) -> Result<()> {
     drop(guard);
     Ok(())
 }
-

@@ -40,9 +40,7 @@ impl KeyPat {
             KeyPat::Ctrl(c) => {
                 ctrl && matches!(key.code, KeyCode::Char(x) if x.eq_ignore_ascii_case(&c))
             }
-            KeyPat::Digits => {
-                matches!(key.code, KeyCode::Char('1'..='9')) && !ctrl && !alt
-            }
+            KeyPat::Digits => matches!(key.code, KeyCode::Char('1'..='9')) && !ctrl && !alt,
         }
     }
 
@@ -123,6 +121,8 @@ pub enum When {
     Always,
     /// The app runs a model built from options (not the user's own tensors).
     Model,
+    /// The app computes attention itself (a model, or q/k/v from files; not weights).
+    Computed,
     /// A script (lesson) is loaded.
     Script,
     /// The data has several layers (a 4-D `--attn` file).
@@ -334,7 +334,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: Some("mask"),
         hint_keys: None,
         group: Group::Model,
-        when: When::Always,
+        when: When::Computed,
     },
     Binding {
         keys: &[C('p')],
@@ -343,7 +343,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: Some("PE"),
         hint_keys: None,
         group: Group::Model,
-        when: When::Model,
+        when: When::Computed,
     },
     Binding {
         keys: &[C('s')],
@@ -352,7 +352,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: Some("scale"),
         hint_keys: None,
         group: Group::Model,
-        when: When::Always,
+        when: When::Computed,
     },
     Binding {
         keys: &[C('e')],
@@ -567,6 +567,7 @@ impl When {
         match self {
             When::Always => true,
             When::Model => state.source.is_model(),
+            When::Computed => state.source.is_computed(),
             When::Script => state.script.is_some(),
             When::Layers => state.source.layers() > 1,
         }

@@ -19,9 +19,17 @@ use crate::widgets::text;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hit {
     /// A cell of matrix `sub` of the current stage.
-    Cell { sub: usize, row: usize, col: usize },
+    Cell {
+        sub: usize,
+        row: usize,
+        col: usize,
+    },
     /// A cell of head `head`'s matrix (heads view).
-    HeadCell { head: usize, row: usize, col: usize },
+    HeadCell {
+        head: usize,
+        row: usize,
+        col: usize,
+    },
     Stage(StageId),
     View(ViewKind),
     Head(usize),
@@ -55,8 +63,11 @@ pub fn regions(area: Rect) -> Regions {
 
 /// Which engine computed the numbers on screen. The app's numbers are the f64
 /// reference pipeline; the SIMD kernel's tier is named once a kernel is in the build.
-pub fn compute_label() -> &'static str {
-    "numbers: f64 reference"
+pub fn compute_label(state: &State) -> String {
+    match state.options.simd {
+        Some(tier) => format!("numbers: f64 reference · kernel: {tier}"),
+        None => "numbers: f64 reference".to_string(),
+    }
 }
 
 /// Draw the whole app into a frame (the terminal's or a recorder's TestBackend).
@@ -109,7 +120,7 @@ fn render_too_small(state: &State, area: Rect, buf: &mut Buffer) {
 
 /// The view tabs of the header's first line, with their positions.
 fn tabs(state: &State, area: Rect) -> Vec<(Rect, ViewKind)> {
-    let mut x = area.x + tabs_start(state);
+    let mut x = area.x + tabs_start(state, area.width);
     let mut out = Vec::new();
     for v in views::VIEWS {
         let w = v.kind().name().len() as u16 + 2;
@@ -122,8 +133,17 @@ fn tabs(state: &State, area: Rect) -> Vec<(Rect, ViewKind)> {
     out
 }
 
-fn tabs_start(state: &State) -> u16 {
-    (" attnviz ".len() + text::width(&state.options.title) + 3) as u16
+/// The title as the header shows it: at most a third of the width.
+fn header_title(state: &State, width: u16) -> String {
+    text::fit(
+        &state.options.title,
+        (width / 3) as usize,
+        state.glyphs.ellipsis,
+    )
+}
+
+fn tabs_start(state: &State, width: u16) -> u16 {
+    (" attnviz ".len() + text::width(&header_title(state, width)) + 3) as u16
 }
 
 /// The stage breadcrumb: a window of stages around the current one that fits.
@@ -134,10 +154,7 @@ fn breadcrumb(state: &State, area: Rect) -> Vec<(Rect, StageId)> {
         .map(|s| text::width(&state.glyphs.text(s.title)) as u16 + 2)
         .collect();
     let sep = text::width(state.glyphs.next) as u16;
-    let here = stages
-        .iter()
-        .position(|s| s.id == state.stage)
-        .unwrap_or(0);
+    let here = stages.iter().position(|s| s.id == state.stage).unwrap_or(0);
     // Grow a window around the current stage, leaving room for the ellipses.
     let room = area.width.saturating_sub(4);
     let (mut lo, mut hi) = (here, here);
@@ -174,19 +191,29 @@ fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
     // Line 1: name, title, view tabs, compute path.
     let mut spans = vec![
         Span::styled(" attnviz ", t.app_title),
-        Span::styled(state.options.title.clone(), t.field_value),
+        Span::styled(header_title(state, l1.width), t.field_value),
         Span::raw("   "),
     ];
     Line::from(std::mem::take(&mut spans)).render(l1, buf);
     for (rect, kind) in tabs(state, l1) {
-        let style = if kind == state.view { t.tab_active } else { t.tab };
-        buf.set_stringn(rect.x, rect.y, format!(" {kind} "), rect.width as usize, style);
+        let style = if kind == state.view {
+            t.tab_active
+        } else {
+            t.tab
+        };
+        buf.set_stringn(
+            rect.x,
+            rect.y,
+            format!(" {kind} "),
+            rect.width as usize,
+            style,
+        );
     }
-    let right = compute_label();
-    let rw = right.len() as u16 + 1;
+    let right = compute_label(state);
+    let rw = unicode_width::UnicodeWidthStr::width(right.as_str()) as u16 + 1;
     let tabs_end = tabs(state, l1).last().map_or(l1.x, |(r, _)| r.right());
     if l1.right() >= tabs_end + rw + 2 {
-        buf.set_stringn(l1.right() - rw, l1.y, right, rw as usize, t.dim);
+        buf.set_stringn(l1.right() - rw, l1.y, &right, rw as usize, t.dim);
     }
     // Line 2: breadcrumb or subtitle.
     let view = views::current(state);
@@ -252,7 +279,7 @@ fn fields(state: &State) -> Vec<Field> {
         Field {
             name: "head",
             value: format!("{}/{} (kv {group})", state.head + 1, sh.heads),
-            short: format!("{}/{}:{group}", state.head + 1, sh.heads),
+            short: format!("{}/{} kv{group}", state.head + 1, sh.heads),
         }
     } else {
         field("head", format!("{}/{}", state.head + 1, sh.heads))
@@ -301,7 +328,12 @@ fn render_fields(state: &State, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let script = state.script.as_ref().map(|p| {
         let mark = if p.playing { "playing" } else { "paused" };
-        format!("step {}/{} {mark} x{} ", p.index + 1, p.steps.len(), p.speed)
+        format!(
+            "step {}/{} {mark} x{} ",
+            p.index + 1,
+            p.steps.len(),
+            p.speed
+        )
     });
     let room = area.width as usize - script.as_ref().map_or(0, |s| s.len() + 1);
     let sep = format!(" {} ", state.glyphs.sep);
@@ -473,7 +505,11 @@ fn render_help(state: &State, scroll: u16, body: Rect, buf: &mut Buffer) {
             HelpLine::Heading(h) => wrapped.push(Line::styled(h, t.panel_title)),
             HelpLine::Text(p) => {
                 let p = state.glyphs.text(&p).into_owned();
-                wrapped.extend(text::wrap(&p, w).into_iter().map(|l| Line::styled(l, t.base)));
+                wrapped.extend(
+                    text::wrap(&p, w)
+                        .into_iter()
+                        .map(|l| Line::styled(l, t.base)),
+                );
             }
             HelpLine::Key(k, desc) => {
                 // Keys in a column, descriptions wrapped beside them.
@@ -491,7 +527,12 @@ fn render_help(state: &State, scroll: u16, body: Rect, buf: &mut Buffer) {
     }
     let max_scroll = wrapped.len().saturating_sub(inner.height as usize);
     let first = (scroll as usize).min(max_scroll);
-    for (i, l) in wrapped.iter().skip(first).take(inner.height as usize).enumerate() {
+    for (i, l) in wrapped
+        .iter()
+        .skip(first)
+        .take(inner.height as usize)
+        .enumerate()
+    {
         l.render(Rect::new(inner.x + 1, inner.y + i as u16, w as u16, 1), buf);
     }
 }
@@ -532,7 +573,12 @@ fn render_edit(state: &State, body: Rect, buf: &mut Buffer) {
     let hints: Vec<Span> = keymap::EDIT_BINDINGS
         .iter()
         .filter_map(|b| b.hint.map(|h| (keymap::keys_label(b, &state.glyphs), h)))
-        .flat_map(|(k, h)| [Span::styled(k, t.key), Span::styled(format!(" {h}  "), t.key_desc)])
+        .flat_map(|(k, h)| {
+            [
+                Span::styled(k, t.key),
+                Span::styled(format!(" {h}  "), t.key_desc),
+            ]
+        })
         .collect();
     let n = crate::engine::pipeline::ModelConfig::tokens_from_text(&ed.text).len();
     let mut spans = hints;

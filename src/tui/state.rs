@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 
-use ndarray::{Array3, Array4, s};
+use ndarray::Array3;
 
 use crate::cli::{Lang, ThemeName};
 use crate::engine::config::{MaskKind, PeKind};
@@ -31,6 +31,9 @@ pub struct AppOptions {
     pub mouse: bool,
     /// Shown in the header: the scene's name or the files' names.
     pub title: String,
+    /// The kernel's SIMD tier, shown in the header; None in recordings and snapshots,
+    /// which must be the same on every machine.
+    pub simd: Option<&'static str>,
 }
 
 impl AppOptions {
@@ -49,6 +52,7 @@ impl AppOptions {
             ascii,
             mouse: !no_mouse,
             title: title.into(),
+            simd: Some(crate::kernel::Tier::detect().name()),
         }
     }
 
@@ -67,8 +71,23 @@ impl AppOptions {
             ascii,
             mouse: false,
             title: title.into(),
+            simd: None,
         }
     }
+}
+
+/// q [H,Nq,d], k [G,Nk,d], v [G,Nk,dv] from files, and the options the app applies
+/// to them (a mask, a PE that acts inside attention, the scale).
+#[derive(Debug, Clone)]
+pub struct LoadedTensors {
+    /// Key labels (empty: t0, t1, ...).
+    pub tokens: Vec<String>,
+    pub q: Array3<f64>,
+    pub k: Array3<f64>,
+    pub v: Array3<f64>,
+    pub mask: MaskKind,
+    pub pe: PeKind,
+    pub scaled: bool,
 }
 
 /// Where the numbers come from. The app rebuilds the pipeline from this whenever an
@@ -77,20 +96,13 @@ impl AppOptions {
 pub enum Source {
     /// A seeded lesson model (bare `attnviz`, scenes).
     Model(ModelConfig),
-    /// q [H,Nq,d], k [G,Nk,d], v [G,Nk,dv] loaded from files (`attnviz view --q --k --v`).
-    Tensors {
-        tokens: Vec<String>,
-        q: Array3<f64>,
-        k: Array3<f64>,
-        v: Array3<f64>,
-        mask: MaskKind,
-        pe: PeKind,
-        scaled: bool,
-    },
-    /// Attention weights [layers, heads, Nq, Nk] loaded from a file (`attnviz view --attn`).
+    /// q, k, v loaded from files (`attnviz view --q --k --v`).
+    Tensors(Box<LoadedTensors>),
+    /// Attention weights loaded from a file (`attnviz view --attn`): one [heads, Nq, Nk]
+    /// array per layer.
     Weights {
         tokens: Vec<String>,
-        attn: Array4<f64>,
+        layers: Vec<Array3<f64>>,
         layer: usize,
     },
 }
@@ -100,28 +112,29 @@ impl Source {
     pub fn build(&self) -> Result<Pipeline> {
         match self {
             Source::Model(config) => Pipeline::build(config),
-            Source::Tensors {
-                tokens,
-                q,
-                k,
-                v,
-                mask,
-                pe,
-                scaled,
-            } => Pipeline::from_qkv(
-                tokens.clone(),
-                q.clone(),
-                k.clone(),
-                v.clone(),
-                mask,
-                *pe,
-                *scaled,
+            Source::Tensors(t) => Pipeline::from_qkv(
+                t.tokens.clone(),
+                t.q.clone(),
+                t.k.clone(),
+                t.v.clone(),
+                &t.mask,
+                t.pe,
+                t.scaled,
             ),
             Source::Weights {
                 tokens,
-                attn,
+                layers,
                 layer,
-            } => Pipeline::from_weights(tokens.clone(), attn.slice(s![*layer, .., .., ..]).to_owned()),
+            } => {
+                let attn = layers.get(*layer).ok_or_else(|| {
+                    crate::Error::usage(format!(
+                        "layer {} does not exist; the file has {} layer(s)",
+                        layer + 1,
+                        layers.len()
+                    ))
+                })?;
+                Pipeline::from_weights(tokens.clone(), attn.clone())
+            }
         }
     }
 
@@ -137,7 +150,7 @@ impl Source {
     /// Layers of a weights file (1 otherwise).
     pub fn layers(&self) -> usize {
         match self {
-            Source::Weights { attn, .. } => attn.dim().0,
+            Source::Weights { layers, .. } => layers.len(),
             _ => 1,
         }
     }
@@ -471,7 +484,10 @@ impl State {
 
     /// Milliseconds of scene time until autoplay changes the step, if it is playing.
     pub fn next_change_in_ms(&self) -> Option<u64> {
-        let p = self.script.as_ref().filter(|p| p.playing && !p.finished())?;
+        let p = self
+            .script
+            .as_ref()
+            .filter(|p| p.playing && !p.finished())?;
         let left = p.dwell_ms(p.index) as f64 - p.elapsed_ms;
         Some((left.max(0.0) / p.speed).ceil() as u64)
     }

@@ -4,14 +4,12 @@
 //! engine's message in the status line.
 
 use crate::engine::config::{BIGBIRD_DEFAULT, MaskKind, PeKind, ROPE_BASE};
-use crate::engine::pipeline::{ModelConfig, StageId};
 use crate::engine::limits;
+use crate::engine::pipeline::{ModelConfig, StageId};
 use crate::tui::action::{Action, EditAction};
 use crate::tui::render::{self, Hit};
 use crate::tui::script::ScriptStep;
-use crate::tui::state::{
-    LineEditor, Overlay, SPEEDS, ScaleChange, Source, State, StatusKind,
-};
+use crate::tui::state::{LineEditor, Overlay, SPEEDS, ScaleChange, Source, State, StatusKind};
 use crate::tui::{ViewKind, views};
 
 pub fn update(state: &mut State, action: Action) {
@@ -65,7 +63,10 @@ pub fn update(state: &mut State, action: Action) {
                 config.seed = config.seed.wrapping_add(1);
                 let seed = config.seed;
                 if rebuild(state, Source::Model(config)) {
-                    state.set_status(StatusKind::Info, format!("seed {seed}: new embeddings and weights"));
+                    state.set_status(
+                        StatusKind::Info,
+                        format!("seed {seed}: new embeddings and weights"),
+                    );
                 }
             }
         }
@@ -133,10 +134,7 @@ fn step_stage(state: &mut State, delta: isize) {
             .copied()
             .filter(|s| s.index() as isize > here)
             .collect();
-        later
-            .get(delta as usize - 1)
-            .or(later.last())
-            .copied()
+        later.get(delta as usize - 1).or(later.last()).copied()
     } else {
         let earlier: Vec<StageId> = steps
             .iter()
@@ -179,7 +177,11 @@ fn select_head(state: &mut State, h: usize) {
     } else {
         state.set_status(
             StatusKind::Warn,
-            format!("there {} only {n} head{}: pick 1-{n}", if n == 1 { "is" } else { "are" }, if n == 1 { "" } else { "s" }),
+            format!(
+                "there {} only {n} head{}: pick 1-{n}",
+                if n == 1 { "is" } else { "are" },
+                if n == 1 { "" } else { "s" }
+            ),
         );
     }
 }
@@ -205,7 +207,9 @@ fn move_cursor(state: &mut State, rows: isize, cols: isize) {
         state.cursor = (r, 0);
     } else if c < 0 && state.sub > 0 {
         state.sub -= 1;
-        let last = state.focused().map_or(0, |m| m.data.ncols().saturating_sub(1));
+        let last = state
+            .focused()
+            .map_or(0, |m| m.data.ncols().saturating_sub(1));
         state.cursor = (r, last);
     } else {
         state.cursor = (r, c.clamp(0, n_cols as isize - 1) as usize);
@@ -215,10 +219,7 @@ fn move_cursor(state: &mut State, rows: isize, cols: isize) {
 
 fn cycle_view(state: &mut State, delta: isize) {
     let all = views::VIEWS;
-    let here = all
-        .iter()
-        .position(|v| v.kind() == state.view)
-        .unwrap_or(0) as isize;
+    let here = all.iter().position(|v| v.kind() == state.view).unwrap_or(0) as isize;
     let n = all.len() as isize;
     let next = all[((here + delta) % n + n) as usize % all.len()].kind();
     state.narration = None;
@@ -322,23 +323,11 @@ fn cycle_mask(state: &mut State) {
             c.mask = mask;
             Source::Model(c)
         }
-        Source::Tensors {
-            tokens,
-            q,
-            k,
-            v,
-            mask,
-            pe,
-            scaled,
-        } => Source::Tensors {
-            tokens: tokens.clone(),
-            q: q.clone(),
-            k: k.clone(),
-            v: v.clone(),
-            mask: next_in(&mask_cycle(n_k), mask),
-            pe: *pe,
-            scaled: *scaled,
-        },
+        Source::Tensors(t) => {
+            let mut t = t.clone();
+            t.mask = next_in(&mask_cycle(n_k), &t.mask);
+            Source::Tensors(t)
+        }
         Source::Weights { .. } => {
             state.set_status(
                 StatusKind::Warn,
@@ -364,31 +353,17 @@ fn cycle_pe(state: &mut State) {
             c.pe = next_in(&cycle, &c.pe);
             Source::Model(c)
         }
-        Source::Tensors {
-            tokens,
-            q,
-            k,
-            v,
-            mask,
-            pe,
-            scaled,
-        } => {
+        Source::Tensors(t) => {
             // Files hold q and k after the projection: only encodings that act inside
             // attention apply.
-            let base = match pe {
-                PeKind::Rope { base } => *base,
+            let base = match t.pe {
+                PeKind::Rope { base } => base,
                 _ => ROPE_BASE,
             };
             let cycle = [PeKind::None, PeKind::Rope { base }, PeKind::Alibi];
-            Source::Tensors {
-                tokens: tokens.clone(),
-                q: q.clone(),
-                k: k.clone(),
-                v: v.clone(),
-                mask: mask.clone(),
-                pe: next_in(&cycle, pe),
-                scaled: *scaled,
-            }
+            let mut t = t.clone();
+            t.pe = next_in(&cycle, &t.pe);
+            Source::Tensors(t)
         }
         Source::Weights { .. } => {
             state.set_status(
@@ -414,23 +389,11 @@ fn toggle_scale(state: &mut State) {
             c.scaled = !c.scaled;
             Source::Model(c)
         }
-        Source::Tensors {
-            tokens,
-            q,
-            k,
-            v,
-            mask,
-            pe,
-            scaled,
-        } => Source::Tensors {
-            tokens: tokens.clone(),
-            q: q.clone(),
-            k: k.clone(),
-            v: v.clone(),
-            mask: mask.clone(),
-            pe: *pe,
-            scaled: !scaled,
-        },
+        Source::Tensors(t) => {
+            let mut t = t.clone();
+            t.scaled = !t.scaled;
+            Source::Tensors(t)
+        }
         Source::Weights { .. } => {
             state.set_status(
                 StatusKind::Warn,
@@ -496,24 +459,21 @@ fn change_length(state: &mut State, delta: isize) {
 fn change_layer(state: &mut State, delta: isize) {
     let Source::Weights {
         tokens,
-        attn,
+        layers,
         layer,
     } = &state.source
     else {
         return;
     };
-    let layers = attn.dim().0 as isize;
-    let new_layer = (*layer as isize + delta).rem_euclid(layers) as usize;
+    let n = layers.len() as isize;
+    let new_layer = (*layer as isize + delta).rem_euclid(n.max(1)) as usize;
     let new = Source::Weights {
         tokens: tokens.clone(),
-        attn: attn.clone(),
+        layers: layers.clone(),
         layer: new_layer,
     };
     if rebuild(state, new) {
-        state.set_status(
-            StatusKind::Info,
-            format!("layer {} of {layers}", new_layer + 1),
-        );
+        state.set_status(StatusKind::Info, format!("layer {} of {n}", new_layer + 1));
     }
 }
 
@@ -575,6 +535,9 @@ fn edit(state: &mut State, e: EditAction) {
 /// Show one scripted step: its view, stage, head, highlighted cells (the first gets the
 /// cursor), tiles and narration. Parts that do not fit the data are left out and said so.
 pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
+    // A step that autoplay reaches (through a tick) must not inherit the previous
+    // step's warning: the status line would hide this step's narration.
+    state.status = None;
     let mut problems = Vec::new();
     if let Some(kind) = step.view {
         if views::find(kind).is_some() {
@@ -622,8 +585,12 @@ fn goto_step(state: &mut State, k: usize) {
     }
     p.index = k;
     p.elapsed_ms = 0.0;
-    let step = p.steps[k].clone();
-    apply_step(state, &step);
+    // A step says only what changes, so step k shows what steps 0..=k built up: replay
+    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage).
+    let steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
+    for step in &steps {
+        apply_step(state, step);
+    }
 }
 
 fn play_pause(state: &mut State) {

@@ -141,7 +141,10 @@ mod tests {
         let lines = wrap("the quick brown fox jumps over the lazy dog", 10);
         assert!(lines.iter().all(|l| width(l) <= 10), "{lines:?}");
         assert_eq!(lines[0], "the quick");
-        assert_eq!(wrap("   indented words here", 12), ["   indented", "   words", "   here"]);
+        assert_eq!(
+            wrap("   indented words here", 12),
+            ["   indented", "   words", "   here"]
+        );
         let zh = wrap("每个词都看向其他所有的词", 8);
         assert!(zh.iter().all(|l| width(l) <= 8), "{zh:?}");
         assert_eq!(zh.concat(), "每个词都看向其他所有的词");

@@ -54,7 +54,7 @@ fn per_head(name: &str, data: &[Array2<f64>], rows: &[String], cols: &[String]) 
         .enumerate()
         .map(|(h, a)| {
             Matrix::new(
-                format!("{name} (head {h})"),
+                format!("{name} (head {})", h + 1),
                 a.clone(),
                 rows.to_vec(),
                 cols.to_vec(),
@@ -114,13 +114,13 @@ pub(super) fn stages(
             .map(|(g, (k, v))| {
                 vec![
                     Matrix::new(
-                        format!("k{what} (group {g})"),
+                        format!("k{what} (group {})", g + 1),
                         k.clone(),
                         labels.keys.clone(),
                         q_cols.clone(),
                     ),
                     Matrix::new(
-                        format!("v (group {g})"),
+                        format!("v (group {})", g + 1),
                         v.clone(),
                         labels.keys.clone(),
                         v_cols.clone(),

@@ -187,7 +187,7 @@ pub(super) fn explain(
             };
             done(vec![
                 from,
-                format!("head {m} reads K/V group {g}"),
+                format!("head {} reads K/V group {}", m + 1, g + 1),
                 format!("= {}", num(value)),
             ])
         }
@@ -318,8 +318,12 @@ pub(super) fn explain(
             let dv = p.shape.dv;
             let h = col / dv;
             done(vec![format!(
-                "concat[{row},{col}] = out_{h}[{row},{}] (head {h} = {col} / {dv}) = {}",
+                "concat[{row},{col}] = out[{row},{}] of head {} (columns {}..{} are head {}'s) = {}",
                 col % dv,
+                h + 1,
+                h * dv,
+                (h + 1) * dv - 1,
+                h + 1,
                 num(value)
             )])
         }

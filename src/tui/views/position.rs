@@ -256,23 +256,34 @@ fn ensure_lab(state: &mut State, seed: Option<u64>, shift: Option<usize>) {
     let old = state.views.get::<PositionLab>(ViewKind::Position);
     let seed = seed.or(old.map(|l| l.shuffle_seed)).unwrap_or(config.seed);
     let shift = shift.or(old.map(|l| l.shift)).unwrap_or(DEFAULT_SHIFT);
-    let fresh = old.is_some_and(|l| l.config == config && l.shuffle_seed == seed && l.shift == shift);
+    let fresh =
+        old.is_some_and(|l| l.config == config && l.shuffle_seed == seed && l.shift == shift);
     if fresh {
         return;
     }
     let page = old.map_or(0, |l| l.page);
     match PositionLab::build(&config, seed, shift) {
-        Ok(lab) => state.views.set(ViewKind::Position, PositionLab { page, ..lab }),
+        Ok(lab) => state
+            .views
+            .set(ViewKind::Position, PositionLab { page, ..lab }),
         Err(e) => state.set_status(StatusKind::Error, format!("position experiments: {e}")),
     }
 }
 
 fn verdict(state: &State, diff: f64, want_same: bool) -> (String, Style) {
     let same = diff < SAME;
-    let (ok, bad) = if state.glyphs.ascii { ("ok", "no") } else { ("✓", "✗") };
+    let (ok, bad) = if state.glyphs.ascii {
+        ("ok", "no")
+    } else {
+        ("✓", "✗")
+    };
     let mark = if same == want_same { ok } else { bad };
     let what = if same { "same" } else { "differ" };
-    let style = if same == want_same { state.theme.good } else { state.theme.error };
+    let style = if same == want_same {
+        state.theme.good
+    } else {
+        state.theme.error
+    };
     (format!("max|diff| {} {mark} {what}", sci(diff)), style)
 }
 
@@ -336,7 +347,11 @@ impl Writer<'_> {
 fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
-    let mut w = Writer { area, y: area.y, buf };
+    let mut w = Writer {
+        area,
+        y: area.y,
+        buf,
+    };
     let p = &lab.shift_rope.base;
     let (i, h) = (state.cursor.0, state.head);
     let base = p.rope_base.unwrap_or(ROPE_BASE);
@@ -361,9 +376,19 @@ fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
         w.line(vec![
             Span::styled(format!("({},{}) ", 2 * pair, 2 * pair + 1), t.label),
             Span::styled(angle_glyph(state, theta), t.key),
-            Span::styled(format!(" t={:<5} ", fit_number(theta, 5, !g.ascii)), t.formula),
             Span::styled(
-                format!("{:>5},{:>5} {} {:>5},{:>5}", f(a), f(b), g.right, f(a2), f(b2)),
+                format!(" t={:<5} ", fit_number(theta, 5, !g.ascii)),
+                t.formula,
+            ),
+            Span::styled(
+                format!(
+                    "{:>5},{:>5} {} {:>5},{:>5}",
+                    f(a),
+                    f(b),
+                    g.right,
+                    f(a2),
+                    f(b2)
+                ),
                 t.base,
             ),
         ]);
@@ -411,18 +436,32 @@ fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) 
 
 fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
-    let mut w = Writer { area, y: area.y, buf };
+    let mut w = Writer {
+        area,
+        y: area.y,
+        buf,
+    };
     let n = lab.config.tokens.len();
     let (i, j) = state.cursor;
     w.text("1. shuffle the tokens (no PE, no mask)", t.panel_title);
-    let order: Vec<&str> = lab.perm.iter().map(|&k| lab.config.tokens[k].as_str()).collect();
+    let order: Vec<&str> = lab
+        .perm
+        .iter()
+        .map(|&k| lab.config.tokens[k].as_str())
+        .collect();
     w.text(&format!("   order: {}", order.join(" ")), t.base);
     if let Some(k) = lab.perm.iter().position(|&src| src == i) {
         let token = &lab.config.tokens[i];
         let o = output(&lab.shuffle_nope.base);
         let o2 = output(&lab.shuffle_nope.changed);
-        w.text(&format!("   '{token}' at {i}: out {}", row_preview(o, i, 3)), t.dim);
-        w.text(&format!("   '{token}' at {k}: out {}", row_preview(o2, k, 3)), t.dim);
+        w.text(
+            &format!("   '{token}' at {i}: out {}", row_preview(o, i, 3)),
+            t.dim,
+        );
+        w.text(
+            &format!("   '{token}' at {k}: out {}", row_preview(o2, k, 3)),
+            t.dim,
+        );
     }
     let (s, st) = verdict(state, lab.shuffle_nope.max_diff, true);
     w.text(&format!("   no PE: {s}, outputs permute too"), st);
@@ -430,7 +469,10 @@ fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Bu
     w.text(&format!("   sinusoidal: {s}"), st);
     w.line(vec![]);
     w.text(
-        &format!("2. shift positions by {} ({} {FILLER} in front)", lab.shift, lab.shift),
+        &format!(
+            "2. shift positions by {} ({} {FILLER} in front)",
+            lab.shift, lab.shift
+        ),
         t.panel_title,
     );
     if i < n && j < n {
@@ -550,8 +592,10 @@ impl View for PositionView {
                 "page 1/2: sinusoidal table · ALiBi bias · RoPE rotation (o: experiments)".into()
             }
             Some(_) if narrow => "page 2/2: permutation and shift experiments (o: tables)".into(),
-            _ => "sinusoidal table · RoPE rotation · ALiBi bias · permutation and shift experiments"
-                .into(),
+            _ => {
+                "sinusoidal table · RoPE rotation · ALiBi bias · permutation and shift experiments"
+                    .into()
+            }
         }
     }
 
@@ -563,7 +607,13 @@ impl View for PositionView {
                 "the position experiments rebuild a lesson model; they are not available for tensors loaded from files"
             };
             for (k, l) in text::wrap(msg, area.width as usize).iter().enumerate() {
-                buf.set_stringn(area.x, area.y + k as u16, l, area.width as usize, state.theme.dim);
+                buf.set_stringn(
+                    area.x,
+                    area.y + k as u16,
+                    l,
+                    area.width as usize,
+                    state.theme.dim,
+                );
             }
             return;
         };

@@ -1,0 +1,65 @@
+//! The built-in lessons: `scenes/*.toml`, embedded in the binary.
+
+use super::{Scene, parse};
+use crate::error::{Error, Result};
+
+/// The scene the app opens when none is named.
+pub const DEFAULT_SCENE: &str = "intro";
+
+macro_rules! scenes {
+    ($($name:literal),* $(,)?) => {
+        /// Every built-in scene as (name, TOML source), in the order of the course.
+        pub const BUILTIN_SOURCES: &[(&str, &str)] = &[
+            $(($name, include_str!(concat!("../../scenes/", $name, ".toml")))),*
+        ];
+    };
+}
+
+scenes![
+    "intro",
+    "qkv",
+    "scaled-dot",
+    "softmax-stability",
+    "padding-mask",
+    "causal-mask",
+    "multi-head",
+    "why-position",
+    "sinusoidal",
+    "rope",
+    "alibi",
+    "memory-wall",
+    "flash-tiling",
+    "flash2-loop-order",
+    "kv-cache",
+    "gqa",
+    "sliding-window",
+    "bigbird",
+    "linear-attention",
+];
+
+/// The names of the built-in scenes, in course order.
+pub fn names() -> Vec<&'static str> {
+    BUILTIN_SOURCES.iter().map(|(n, _)| *n).collect()
+}
+
+pub(crate) fn source(name: &str) -> Option<(&'static str, &'static str)> {
+    BUILTIN_SOURCES.iter().copied().find(|(n, _)| *n == name)
+}
+
+/// A built-in scene by name.
+pub fn builtin(name: &str) -> Result<Scene> {
+    let (name, src) = source(name).ok_or_else(|| {
+        Error::usage(format!(
+            "no built-in scene '{name}'; built-ins: {}",
+            names().join(", ")
+        ))
+    })?;
+    // The built-ins are checked by the tests; a failure here is attnviz's own bug.
+    parse(name, &format!("scenes/{name}.toml"), src)
+        .map_err(|e| Error::Internal(format!("built-in scene is invalid: {e}")))
+}
+
+/// Every built-in scene, checked, in course order.
+pub fn builtins() -> Result<Vec<Scene>> {
+    names().into_iter().map(builtin).collect()
+}

@@ -1,0 +1,83 @@
+//! The scene file as written: serde structs that mirror the TOML one to one.
+//!
+//! Every table refuses unknown keys, and every value a semantic check may complain about
+//! keeps its byte span ([`Spanned`]) so the complaint can point at `file:line:column`.
+//! Strings with structure (view, stage, pe, mask) stay strings here and are parsed in
+//! [`super::validate`], where the span is at hand.
+//!
+//! `scenes/scene.schema.json` describes the same fields for editors; a test keeps the two
+//! in step.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScene {
+    /// Format version; only 1 exists. Optional in serde so a missing version gets our
+    /// own message (what to write) rather than serde's.
+    pub version: Option<Spanned<i64>>,
+    pub title: Spanned<RawText>,
+    /// The view the scene opens in.
+    pub view: Option<Spanned<String>>,
+    pub model: Spanned<RawModel>,
+    /// Block sizes of the flash view's tile grid.
+    pub flash: Option<Spanned<RawFlash>>,
+    pub steps: Spanned<Vec<Spanned<RawStep>>>,
+}
+
+/// A text in both languages.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawText {
+    pub en: Spanned<String>,
+    pub zh: Spanned<String>,
+}
+
+/// The model the lesson runs on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// A sentence; the engine splits it into tokens.
+    pub tokens: Spanned<String>,
+    pub d_model: Spanned<i64>,
+    pub heads: Spanned<i64>,
+    /// Defaults to `heads` (plain multi-head attention).
+    pub kv_heads: Option<Spanned<i64>>,
+    pub seed: Option<Spanned<i64>>,
+    /// `none`, `sinusoidal`, `learned`, `rope[:base]`, `alibi`.
+    pub pe: Option<Spanned<String>>,
+    /// `none`, `causal`, `window:W`, `padding:L1,..`, `bigbird[:w,g,r[,block]]`.
+    pub mask: Option<Spanned<String>>,
+    /// Apply 1/sqrt(d_k) to the scores (default true).
+    pub scale: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlash {
+    /// Query rows per block.
+    pub br: Spanned<i64>,
+    /// Key columns per block.
+    pub bc: Spanned<i64>,
+}
+
+/// One step of the lesson.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub view: Option<Spanned<String>>,
+    pub stage: Option<Spanned<String>>,
+    pub head: Option<Spanned<i64>>,
+    /// Cells `[row, col]` of the main matrix.
+    #[serde(default)]
+    pub highlight: Vec<Spanned<Vec<Spanned<i64>>>>,
+    /// Tiles `[q_block, k_block]` of the flash view.
+    #[serde(default)]
+    pub tiles: Vec<Spanned<Vec<Spanned<i64>>>>,
+    pub narration: Spanned<RawText>,
+    /// Seconds on screen at speed 1.
+    pub dwell: Option<Spanned<f64>>,
+    pub marker: Option<Spanned<String>>,
+}

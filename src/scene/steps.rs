@@ -1,0 +1,306 @@
+//! Checks of the `[[steps]]` of a scene: names, heads, dwell, and highlights and tiles
+//! against the matrices the current view shows.
+
+use toml::Spanned;
+
+use super::names::{stage_from_name, stage_name};
+use super::raw::RawStep;
+use super::validate::{Checker, Current, DEFAULT_DWELL_S, MAX_DWELL_S, Model, Shape, Shown};
+use super::{FlashBlocks, Step};
+use crate::engine::config::PeKind;
+use crate::engine::pipeline::{Pipeline, StageId};
+use crate::tui::ViewKind;
+
+impl Checker<'_, '_> {
+    pub(super) fn step(
+        &mut self,
+        i: usize,
+        raw: &Spanned<RawStep>,
+        model: Model<'_>,
+        flash: Option<FlashBlocks>,
+        current: &mut Current,
+    ) -> Option<Step> {
+        let shape = model.shape;
+        let s = raw.get_ref();
+        let field = |name: &str| format!("steps[{i}].{name}");
+        let mut ok = true;
+        let view = match &s.view {
+            Some(v) => {
+                let k = self.view(v, &field("view"));
+                current.view = k.map_or(Shown::Invalid, Shown::Set);
+                ok &= k.is_some();
+                k
+            }
+            None => None,
+        };
+        let stage = match &s.stage {
+            Some(st) => match stage_from_name(st.get_ref()) {
+                Ok(id) => {
+                    if let Some(msg) = shape.and_then(|sh| stage_unavailable(id, sh.pe?)) {
+                        self.p.on(st, field("stage"), msg);
+                        ok = false;
+                    }
+                    current.stage = Shown::Set(id);
+                    Some(id)
+                }
+                Err(msg) => {
+                    self.p.on(st, field("stage"), msg);
+                    current.stage = Shown::Invalid;
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let head = match (&s.head, shape) {
+            (Some(h), Some(shape)) => {
+                let last = shape.heads - 1;
+                match usize::try_from(*h.get_ref()) {
+                    Ok(x) if x <= last => {
+                        current.head = x;
+                        Some(x)
+                    }
+                    _ => {
+                        self.p.on(
+                            h,
+                            field("head"),
+                            format!(
+                                "head {} does not exist; the model has {} heads, numbered 0..={last}",
+                                h.get_ref(),
+                                shape.heads
+                            ),
+                        );
+                        ok = false;
+                        None
+                    }
+                }
+            }
+            (Some(_), None) => None,
+            (None, _) => None,
+        };
+        let narration = self.text(&s.narration, &field("narration"));
+        let dwell_ms = match &s.dwell {
+            Some(d) => {
+                let secs = *d.get_ref();
+                if secs.is_finite() && secs > 0.0 && secs <= MAX_DWELL_S {
+                    Some((secs * 1000.0).round() as u64)
+                } else {
+                    self.p.on(
+                        d,
+                        field("dwell"),
+                        format!("{secs} seconds is out of range; expected more than 0 and at most {MAX_DWELL_S}"),
+                    );
+                    None
+                }
+            }
+            None => Some((DEFAULT_DWELL_S * 1000.0) as u64),
+        };
+        let marker = match &s.marker {
+            Some(m) if m.get_ref().trim().is_empty() => {
+                self.p.on(
+                    m,
+                    field("marker"),
+                    "is empty; leave it out or write a label",
+                );
+                ok = false;
+                None
+            }
+            Some(m) => Some(m.get_ref().trim().to_string()),
+            None => None,
+        };
+
+        let matrix = shape.map(|sh| highlight_target(current, sh, model.pipeline));
+        let mut highlight = Vec::new();
+        for (j, cell) in s.highlight.iter().enumerate() {
+            let f = format!("steps[{i}].highlight[{j}]");
+            let Some((r, c)) = self.pair(cell, &f, "[row, col]") else {
+                ok = false;
+                continue;
+            };
+            match &matrix {
+                // The view, the stage or the model is wrong: reported already.
+                None | Some(Ok(None)) => {}
+                Some(Err(msg)) => {
+                    self.p.on(cell, &f, msg.clone());
+                    ok = false;
+                }
+                Some(Ok(Some(Target { rows, cols, what }))) if r >= *rows || c >= *cols => {
+                    self.p.on(
+                        cell,
+                        &f,
+                        format!(
+                            "cell [{r}, {c}] is outside {what}, which is {rows} x {cols} (rows 0..={}, columns 0..={})",
+                            rows - 1,
+                            cols - 1
+                        ),
+                    );
+                    ok = false;
+                }
+                Some(Ok(Some(_))) => {}
+            }
+            highlight.push((r, c));
+        }
+
+        let mut tiles = Vec::new();
+        for (j, tile) in s.tiles.iter().enumerate() {
+            let f = format!("steps[{i}].tiles[{j}]");
+            let Some((qb, kb)) = self.pair(tile, &f, "[q_block, k_block]") else {
+                ok = false;
+                continue;
+            };
+            match current.view {
+                Shown::Set(ViewKind::Flash) => {}
+                Shown::Set(other) => {
+                    self.p.on(
+                        tile,
+                        &f,
+                        format!(
+                            "tiles belong to the flash view, but this step shows the {other} view; set view = \"flash\""
+                        ),
+                    );
+                    ok = false;
+                }
+                Shown::Unset | Shown::Invalid => {}
+            }
+            if let (Some(shape), Some(flash)) = (shape, flash) {
+                let n = shape.n;
+                let (q_blocks, k_blocks) = (n.div_ceil(flash.br), n.div_ceil(flash.bc));
+                if qb >= q_blocks || kb >= k_blocks {
+                    self.p.on(
+                        tile,
+                        &f,
+                        format!(
+                            "tile [{qb}, {kb}] is outside the flash grid: {n} tokens in blocks of br = {} x bc = {} make {q_blocks} x {k_blocks} tiles (q_block 0..={}, k_block 0..={})",
+                            flash.br,
+                            flash.bc,
+                            q_blocks - 1,
+                            k_blocks - 1
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+            tiles.push((qb, kb));
+        }
+
+        if !ok {
+            return None;
+        }
+        Some(Step {
+            view,
+            stage,
+            head,
+            highlight,
+            tiles,
+            narration: narration?,
+            dwell_ms: dwell_ms?,
+            marker,
+        })
+    }
+
+    /// Two whole numbers >= 0, e.g. a cell `[row, col]`.
+    fn pair(
+        &mut self,
+        v: &Spanned<Vec<Spanned<i64>>>,
+        field: &str,
+        form: &str,
+    ) -> Option<(usize, usize)> {
+        let items = v.get_ref();
+        if items.len() != 2 {
+            self.p.on(
+                v,
+                field,
+                format!("expected two numbers {form}, found {}", items.len()),
+            );
+            return None;
+        }
+        let a = usize::try_from(*items[0].get_ref());
+        let b = usize::try_from(*items[1].get_ref());
+        match (a, b) {
+            (Ok(a), Ok(b)) => Some((a, b)),
+            _ => {
+                self.p
+                    .on(v, field, format!("{form} must be whole numbers >= 0"));
+                None
+            }
+        }
+    }
+}
+
+/// Why a stage cannot be shown for this model, if it cannot.
+fn stage_unavailable(id: StageId, pe: PeKind) -> Option<String> {
+    match (id, pe) {
+        (StageId::Rope, PeKind::Rope { .. }) | (StageId::Alibi, PeKind::Alibi) => None,
+        (StageId::Rope, pe) => Some(format!(
+            "the rope stage exists only with pe = \"rope\"; this model uses pe = \"{pe}\""
+        )),
+        (StageId::Alibi, pe) => Some(format!(
+            "the alibi stage exists only with pe = \"alibi\"; this model uses pe = \"{pe}\""
+        )),
+        _ => None,
+    }
+}
+
+/// The matrix a highlight refers to: its rows, columns and a description.
+struct Target {
+    rows: usize,
+    cols: usize,
+    what: String,
+}
+
+/// The matrix a highlight refers to in the current view; `Ok(None)` when it cannot be
+/// known because the view, the stage or the model is wrong (reported already); `Err`
+/// when this view has no matrix to highlight.
+fn highlight_target(
+    current: &Current,
+    shape: &Shape,
+    pipeline: Option<&Pipeline>,
+) -> Result<Option<Target>, String> {
+    let n = shape.n;
+    let view = match current.view {
+        Shown::Set(v) => v,
+        Shown::Unset => ViewKind::Pipeline,
+        Shown::Invalid => return Ok(None),
+    };
+    let target = |rows: usize, cols: usize, what: String| Ok(Some(Target { rows, cols, what }));
+    match view {
+        ViewKind::Pipeline => {
+            let stage = match current.stage {
+                Shown::Set(s) => s,
+                Shown::Invalid => return Ok(None),
+                Shown::Unset => {
+                    return Err(
+                        "a highlight in the pipeline view needs a stage; set `stage` in this step or an earlier one"
+                            .into(),
+                    );
+                }
+            };
+            let Some(pipeline) = pipeline else {
+                return Ok(None);
+            };
+            // The view shows the selected head's matrix of a per-head stage, and the
+            // result (the first matrix) of any other stage.
+            let index = if stage.is_per_head() { current.head } else { 0 };
+            match pipeline.stage(stage).and_then(|st| st.matrices.get(index)) {
+                Some(m) => target(
+                    m.data.nrows(),
+                    m.data.ncols(),
+                    format!("matrix '{}' of the {} stage", m.name, stage_name(stage)),
+                ),
+                None => Err(format!(
+                    "the {} stage has no matrix to highlight for this model",
+                    stage_name(stage)
+                )),
+            }
+        }
+        ViewKind::Heads | ViewKind::Flash | ViewKind::Decode | ViewKind::Variants => {
+            target(n, n, format!("the {view} view's weights (n x n)"))
+        }
+        ViewKind::Position => target(
+            n,
+            shape.d_model,
+            "the position view's encoding table (n x d_model)".into(),
+        ),
+        ViewKind::Scaling => Err("the scaling view has no matrix to highlight".into()),
+    }
+}

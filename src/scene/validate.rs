@@ -1,0 +1,395 @@
+//! From the file as written ([`RawScene`]) to a checked [`Scene`].
+//!
+//! Every check records its problem at the span of the offending value and carries on, so
+//! one run of `attnviz scene check` lists everything wrong with a file, not just the
+//! first thing.
+
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::problem::{Problem, Problems, SceneError, from_toml, line_column};
+use super::raw::{RawModel, RawScene, RawText};
+use super::{FlashBlocks, Localized, Scene, Step};
+use crate::engine::config::{MaskKind, PeKind};
+use crate::engine::pipeline::{ModelConfig, Pipeline, StageId};
+use crate::tui::ViewKind;
+
+/// The only format version there is.
+pub const VERSION: i64 = 1;
+/// Most tokens a scene may have: every view must still fit a 100x30 terminal.
+pub const MAX_TOKENS: usize = 32;
+pub const MAX_D_MODEL: usize = 512;
+pub const MAX_HEADS: usize = 16;
+/// Longest dwell of one step, in seconds.
+pub const MAX_DWELL_S: f64 = 120.0;
+/// Dwell of a step that does not say, in seconds.
+pub const DEFAULT_DWELL_S: f64 = 4.0;
+/// The flash view's block size when a scene does not set one.
+pub const DEFAULT_FLASH_BLOCK: usize = 2;
+
+/// Parse and check a scene's source. `file` is how errors name it.
+pub fn parse(name: &str, file: &str, src: &str) -> Result<Scene, SceneError> {
+    let single = |p: Problem| SceneError {
+        file: file.to_string(),
+        problems: vec![p],
+    };
+    // The version decides how to read the rest, so look at it alone first: a file of a
+    // future version should get one clear message, not a list of unknown keys.
+    check_version(src).map_err(single)?;
+    let raw: RawScene = toml::from_str(src).map_err(|e| single(from_toml(src, &e)))?;
+    let mut problems = Problems::new(src);
+    let scene = Checker { p: &mut problems }.scene(name, file, raw);
+    match scene {
+        Some(scene) if problems.is_empty() => Ok(scene),
+        None if problems.is_empty() => {
+            // Every check that fails records a problem; this is a bug in the checks.
+            problems.at(
+                0..0,
+                "",
+                "internal error: the scene was refused without a reason",
+            );
+            Err(problems.into_error(file))
+        }
+        _ => Err(problems.into_error(file)),
+    }
+}
+
+fn check_version(src: &str) -> Result<(), Problem> {
+    #[derive(serde::Deserialize)]
+    struct VersionOnly {
+        version: Option<Spanned<toml::Value>>,
+    }
+    let at = |span: Range<usize>, message: String| {
+        let (line, column) = line_column(src, span.start);
+        Problem {
+            line,
+            column,
+            field: "version".into(),
+            message,
+        }
+    };
+    let only: VersionOnly = toml::from_str(src).map_err(|e| from_toml(src, &e))?;
+    match only.version {
+        None => Err(at(
+            0..0,
+            format!("missing: write `version = {VERSION}` at the top of the file"),
+        )),
+        Some(v) => match v.get_ref() {
+            toml::Value::Integer(VERSION) => Ok(()),
+            toml::Value::Integer(other) => Err(at(
+                v.span(),
+                format!("version {other} is not supported; this attnviz reads version = {VERSION}"),
+            )),
+            other => Err(at(
+                v.span(),
+                format!("expected the integer {VERSION}, found {}", other.type_str()),
+            )),
+        },
+    }
+}
+
+pub(super) struct Checker<'p, 's> {
+    pub(super) p: &'p mut Problems<'s>,
+}
+
+/// The model's shape as far as it is valid: what the steps are checked against. A
+/// field that is wrong is already reported; checks that need it are skipped rather than
+/// reported again as a consequence.
+pub(super) struct Shape {
+    pub(super) n: usize,
+    pub(super) d_model: usize,
+    pub(super) heads: usize,
+    pub(super) pe: Option<PeKind>,
+}
+
+/// What the steps of a scene are checked against.
+#[derive(Clone, Copy)]
+pub(super) struct Model<'a> {
+    pub(super) shape: Option<&'a Shape>,
+    /// Built when the whole model is valid.
+    pub(super) pipeline: Option<&'a Pipeline>,
+}
+
+/// The stage the app shows, as far as the steps so far tell.
+#[derive(Clone, Copy)]
+pub(super) enum Shown<T> {
+    /// Not set by any step yet.
+    Unset,
+    Set(T),
+    /// Set by a step with a wrong name (already reported).
+    Invalid,
+}
+
+/// What the app shows while a step plays: steps only say what changes.
+pub(super) struct Current {
+    pub(super) view: Shown<ViewKind>,
+    pub(super) stage: Shown<StageId>,
+    /// The app starts on the first head.
+    pub(super) head: usize,
+}
+
+impl Checker<'_, '_> {
+    fn scene(&mut self, name: &str, file: &str, raw: RawScene) -> Option<Scene> {
+        let title = self.text(&raw.title, "title");
+        let (config, shape) = self.model(&raw.model);
+        // The engine's own pipeline gives the true shape of every stage's matrices.
+        let pipeline = config.as_ref().and_then(|c| match Pipeline::build(c) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.p.on(&raw.model, "model", e.to_string());
+                None
+            }
+        });
+        let view = match &raw.view {
+            Some(v) => self.view(v, "view"),
+            None => Some(ViewKind::Pipeline),
+        };
+        let flash = self.flash(&raw);
+        if raw.steps.get_ref().is_empty() {
+            self.p.on(
+                &raw.steps,
+                "steps",
+                "a scene needs at least one [[steps]] table",
+            );
+        }
+        let mut current = Current {
+            view: view.map_or(Shown::Invalid, Shown::Set),
+            stage: Shown::Unset,
+            head: 0,
+        };
+        let steps: Vec<Option<Step>> = raw
+            .steps
+            .get_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let model = Model {
+                    shape: shape.as_ref(),
+                    pipeline: pipeline.as_ref(),
+                };
+                self.step(i, s, model, flash, &mut current)
+            })
+            .collect();
+        Some(Scene {
+            name: name.to_string(),
+            source: file.to_string(),
+            title: title?,
+            config: config?,
+            view: view?,
+            flash: flash?,
+            steps: steps.into_iter().collect::<Option<Vec<_>>>()?,
+        })
+    }
+
+    pub(super) fn text(&mut self, raw: &Spanned<RawText>, field: &str) -> Option<Localized> {
+        let t = raw.get_ref();
+        let mut ok = true;
+        for (lang, s) in [("en", &t.en), ("zh", &t.zh)] {
+            if s.get_ref().trim().is_empty() {
+                self.p
+                    .on(s, format!("{field}.{lang}"), "is empty; write the text");
+                ok = false;
+            }
+        }
+        ok.then(|| Localized {
+            en: t.en.get_ref().trim().to_string(),
+            zh: t.zh.get_ref().trim().to_string(),
+        })
+    }
+
+    pub(super) fn view(&mut self, v: &Spanned<String>, field: &str) -> Option<ViewKind> {
+        v.get_ref()
+            .parse::<ViewKind>()
+            .map_err(|msg| self.p.on(v, field, msg))
+            .ok()
+    }
+
+    /// A whole number within `range`, or a problem saying what would be right.
+    fn count(
+        &mut self,
+        v: &Spanned<i64>,
+        field: &str,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Option<usize> {
+        match usize::try_from(*v.get_ref()) {
+            Ok(x) if range.contains(&x) => Some(x),
+            _ => {
+                self.p.on(
+                    v,
+                    field,
+                    format!(
+                        "{} is out of range; expected {}..={}",
+                        v.get_ref(),
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The model config if every field is right, and the shape the steps are checked
+    /// against if the fields it needs are.
+    fn model(&mut self, raw: &Spanned<RawModel>) -> (Option<ModelConfig>, Option<Shape>) {
+        let m = raw.get_ref();
+        let tokens = ModelConfig::tokens_from_text(m.tokens.get_ref());
+        let n = if tokens.is_empty() || tokens.len() > MAX_TOKENS {
+            self.p.on(
+                &m.tokens,
+                "model.tokens",
+                format!(
+                    "has {} tokens; a scene needs 1..={MAX_TOKENS} so every view fits",
+                    tokens.len()
+                ),
+            );
+            None
+        } else {
+            Some(tokens.len())
+        };
+        let d_model = self.count(&m.d_model, "model.d_model", 1..=MAX_D_MODEL);
+        let mut heads = self.count(&m.heads, "model.heads", 1..=MAX_HEADS);
+        let mut kv_heads = match &m.kv_heads {
+            Some(g) => self.count(g, "model.kv_heads", 1..=MAX_HEADS),
+            None => heads,
+        };
+        let seed = match &m.seed {
+            Some(s) => u64::try_from(*s.get_ref())
+                .map_err(|_| self.p.on(s, "model.seed", "must be a whole number >= 0"))
+                .ok(),
+            None => Some(0),
+        };
+        let mut pe = match &m.pe {
+            Some(s) => s
+                .get_ref()
+                .parse::<PeKind>()
+                .map_err(|msg| self.p.on(s, "model.pe", msg))
+                .ok(),
+            None => Some(PeKind::default()),
+        };
+        let mask = match (&m.mask, n) {
+            (Some(s), Some(n)) => self.mask(s, n),
+            (Some(_), None) => None,
+            (None, _) => Some(MaskKind::None),
+        };
+        if let (Some(d), Some(h)) = (d_model, heads)
+            && d % h != 0
+        {
+            let divisors: Vec<String> = (1..=MAX_HEADS.min(d))
+                .filter(|x| d % x == 0)
+                .map(|x| x.to_string())
+                .collect();
+            self.p.on(
+                &m.heads,
+                "model.heads",
+                format!(
+                    "d_model {d} is not divisible by heads {h}; heads must divide d_model (one of {})",
+                    divisors.join(", ")
+                ),
+            );
+            heads = None;
+        }
+        if let (Some(h), Some(g)) = (heads, kv_heads)
+            && h % g != 0
+        {
+            let divisors: Vec<String> = (1..=h)
+                .filter(|x| h % x == 0)
+                .map(|x| x.to_string())
+                .collect();
+            let span = m.kv_heads.as_ref().map_or(m.heads.span(), |g| g.span());
+            self.p.at(
+                span,
+                "model.kv_heads",
+                format!(
+                    "kv_heads {g} does not divide heads {h}; each KV head serves a whole group of query heads (one of {})",
+                    divisors.join(", ")
+                ),
+            );
+            kv_heads = None;
+        }
+        if let (Some(d), Some(h), Some(PeKind::Rope { .. }), Some(span)) =
+            (d_model, heads, pe, m.pe.as_ref())
+            && (d / h) % 2 != 0
+        {
+            self.p.on(
+                span,
+                "model.pe",
+                format!(
+                    "RoPE rotates pairs of dimensions, but d_k = d_model / heads = {} is odd; make d_k even",
+                    d / h
+                ),
+            );
+            pe = None;
+        }
+        let shape = match (n, d_model, heads) {
+            (Some(n), Some(d_model), Some(heads)) => Some(Shape {
+                n,
+                d_model,
+                heads,
+                pe,
+            }),
+            _ => None,
+        };
+        let config = (|| {
+            Some(ModelConfig {
+                tokens,
+                d_model: d_model?,
+                heads: heads?,
+                kv_heads: kv_heads?,
+                seed: seed?,
+                pe: pe?,
+                mask: mask?,
+                scaled: m.scale.as_ref().is_none_or(|s| *s.get_ref()),
+            })
+        })();
+        (config, shape)
+    }
+
+    fn mask(&mut self, s: &Spanned<String>, n: usize) -> Option<MaskKind> {
+        let mask = match s.get_ref().parse::<MaskKind>() {
+            Ok(m) => m,
+            Err(msg) => {
+                self.p.on(s, "model.mask", msg);
+                return None;
+            }
+        };
+        let problem = match &mask {
+            MaskKind::File(_) => Some(
+                "a scene must be self-contained: file: masks are for the command line; \
+                 use none, causal, window:W, padding:L or bigbird"
+                    .to_string(),
+            ),
+            MaskKind::Padding(lens) if lens.len() != 1 => Some(format!(
+                "a scene is one sequence, so padding takes one valid length, e.g. padding:{}; got {}",
+                n.saturating_sub(1).max(1),
+                lens.len()
+            )),
+            MaskKind::Padding(lens) if lens[0] == 0 || lens[0] > n => Some(format!(
+                "padding length {} must be 1..={n} (the number of tokens)",
+                lens[0]
+            )),
+            _ => None,
+        };
+        match problem {
+            Some(msg) => {
+                self.p.on(s, "model.mask", msg);
+                None
+            }
+            None => Some(mask),
+        }
+    }
+
+    fn flash(&mut self, raw: &RawScene) -> Option<FlashBlocks> {
+        let Some(f) = &raw.flash else {
+            return Some(FlashBlocks {
+                br: DEFAULT_FLASH_BLOCK,
+                bc: DEFAULT_FLASH_BLOCK,
+            });
+        };
+        let f = f.get_ref();
+        let br = self.count(&f.br, "flash.br", 1..=MAX_TOKENS);
+        let bc = self.count(&f.bc, "flash.bc", 1..=MAX_TOKENS);
+        Some(FlashBlocks { br: br?, bc: bc? })
+    }
+}
