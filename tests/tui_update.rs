@@ -335,7 +335,7 @@ fn help_opens_and_closes_and_quit_keys_quit() {
 fn tab_cycles_only_the_views_that_exist() {
     let mut s = state();
     let mut seen = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..7 {
         press(&mut s, KeyCode::Tab);
         seen.push(s.view);
     }
@@ -344,6 +344,9 @@ fn tab_cycles_only_the_views_that_exist() {
         [
             ViewKind::Heads,
             ViewKind::Position,
+            ViewKind::Decode,
+            ViewKind::Variants,
+            ViewKind::Scaling,
             ViewKind::Pipeline,
             ViewKind::Heads
         ]

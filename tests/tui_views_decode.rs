@@ -11,7 +11,7 @@ use attnviz::engine::pipeline::{ModelConfig, StageId};
 use attnviz::tui::state::Source;
 use attnviz::tui::views::DecodeLab;
 use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, update};
-use ndarray::Array4;
+use ndarray::Array3;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -81,7 +81,10 @@ fn the_cache_grows_a_row_per_step_and_costs_grow_linearly_against_quadratically(
     for (t, st) in l.decoding.steps.iter().enumerate() {
         assert_eq!(st.cache_len, t + 1);
         assert_eq!(st.cached_madds, (h * (t + 1) * 2 * d) as u64);
-        assert_eq!(st.recompute_madds, (h * (t + 1) * (t + 2) / 2 * 2 * d) as u64);
+        assert_eq!(
+            st.recompute_madds,
+            (h * (t + 1) * (t + 2) / 2 * 2 * d) as u64
+        );
         assert!(st.recompute_max_abs_diff.unwrap() < 1e-12);
     }
     assert!(l.recomputed);
@@ -100,7 +103,10 @@ fn cached_decoding_gives_the_lessons_own_causal_weights() {
         let w = &softmax.matrices[h].data;
         for (t, st) in l.decoding.steps.iter().enumerate() {
             for (c, &pos) in st.cache_positions.iter().enumerate() {
-                assert!((st.weights[[h, c]] - w[[t, pos]]).abs() < 1e-12, "head {h} step {t}");
+                assert!(
+                    (st.weights[[h, c]] - w[[t, pos]]).abs() < 1e-12,
+                    "head {h} step {t}"
+                );
             }
         }
     }
@@ -118,8 +124,14 @@ fn g_cycles_kv_heads_from_mha_to_gqa_to_mqa() {
     assert_eq!(c.sharing, KvSharing::Gqa);
     assert_eq!(c.query_heads_of, [vec![0, 1], vec![2, 3]]);
     assert_eq!(c.cache_bytes * 2, mha_bytes);
-    assert!(c.max_abs_diff > 0.0, "pooling two different heads moves the output");
-    assert_eq!(l.decoding.shape.kv_heads, 2, "the decoding runs on the pooled K/V");
+    assert!(
+        c.max_abs_diff > 0.0,
+        "pooling two different heads moves the output"
+    );
+    assert_eq!(
+        l.decoding.shape.kv_heads, 2,
+        "the decoding runs on the pooled K/V"
+    );
     assert!(s.status.as_ref().unwrap().text.contains("GQA"));
     update(&mut s, FEWER_KV);
     assert_eq!(lab(&s).kv_heads(), 1);
@@ -152,16 +164,18 @@ fn a_window_mask_decodes_with_a_rolling_buffer() {
     assert!(l.decoding.steps.iter().all(|st| st.cache_len <= 3));
     update(&mut s, Action::Select { row: 5, col: 1 });
     let screen = render(&mut s, 120, 40);
-    assert!(screen.contains("slot 2, overwriting position 2"), "{screen}");
+    assert!(
+        screen.contains("slot 2, overwriting position 2"),
+        "{screen}"
+    );
     assert!(screen.contains("has left the rolling buffer"), "{screen}");
 }
 
 #[test]
 fn weights_from_a_file_cannot_be_decoded_and_the_view_says_why() {
-    let attn = Array4::from_elem((1, 2, 3, 3), 1.0 / 3.0);
     let source = Source::Weights {
         tokens: vec![],
-        attn,
+        layers: vec![Array3::from_elem((2, 3, 3), 1.0 / 3.0)],
         layer: 0,
     };
     let mut s = State::new(source, options()).unwrap();

@@ -113,7 +113,10 @@ fn opening_the_view_measures_nothing() {
     update(&mut s, Action::Tick { ms: 1000 });
     let screen = render(&mut s, 120, 40);
     assert_eq!(the_lab(&s).request, None);
-    assert!(screen.contains("Enter measures n = 256 ... 131072"), "{screen}");
+    assert!(
+        screen.contains("Enter measures n = 256 ... 131072"),
+        "{screen}"
+    );
     assert!(screen.contains("no measurements yet"), "{screen}");
 }
 
@@ -122,20 +125,33 @@ fn enter_requests_a_sweep_once_and_esc_requests_its_cancel() {
     let mut s = scaling_state(false);
     update(&mut s, CANCEL);
     assert_eq!(the_lab(&s).request, None, "nothing to cancel");
-    assert!(s.status.as_ref().unwrap().text.contains("nothing is being measured"));
+    assert!(
+        s.status
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("nothing is being measured")
+    );
     update(&mut s, START);
     let l = the_lab(&s);
     assert_eq!(l.phase, Phase::Starting);
     assert!(matches!(&l.request, Some((1, Request::Start(p))) if *p == Plan::memory_wall()));
     update(&mut s, START);
-    assert_eq!(the_lab(&s).request.as_ref().unwrap().0, 1, "one sweep at a time");
+    assert_eq!(
+        the_lab(&s).request.as_ref().unwrap().0,
+        1,
+        "one sweep at a time"
+    );
     assert!(s.status.as_ref().unwrap().text.contains("Esc cancels"));
     update(&mut s, CANCEL);
     let l = the_lab(&s);
     assert_eq!(l.phase, Phase::Cancelling);
     assert_eq!(l.request, Some((2, Request::Cancel)));
     // The worker's answer ends it.
-    update(&mut s, Action::Measurement(Progress::Finished { cancelled: true }));
+    update(
+        &mut s,
+        Action::Measurement(Progress::Finished { cancelled: true }),
+    );
     assert_eq!(the_lab(&s).phase, Phase::Finished { cancelled: true });
     update(&mut s, START);
     assert!(matches!(the_lab(&s).request, Some((3, Request::Start(_)))));
@@ -161,7 +177,10 @@ fn reports_fill_the_outcomes_and_the_progress_bar() {
     assert!((l.fraction() - 3.5 / 16.0).abs() < 1e-12);
     assert_eq!(l.samples(KernelKind::Naive).len(), 2);
     let screen = render(&mut s, 120, 40);
-    assert!(screen.contains(" 22%  3/16 runs  flash n = 512 (50%)"), "{screen}");
+    assert!(
+        screen.contains(" 22%  3/16 runs  flash n = 512 (50%)"),
+        "{screen}"
+    );
     // A report of the measurement does not clear the person's status line.
     assert!(s.status.is_some());
     update(
@@ -171,7 +190,10 @@ fn reports_fill_the_outcomes_and_the_progress_bar() {
             message: "out of memory".into(),
         }),
     );
-    update(&mut s, Action::Measurement(Progress::Finished { cancelled: false }));
+    update(
+        &mut s,
+        Action::Measurement(Progress::Finished { cancelled: false }),
+    );
     let l = the_lab(&s);
     assert_eq!(l.phase, Phase::Finished { cancelled: false });
     assert!(s.status.as_ref().unwrap().text.contains("done: 3 runs"));
@@ -191,7 +213,10 @@ fn a_cancel_mid_run_leaves_that_run_unmeasured() {
         }),
     );
     update(&mut s, CANCEL);
-    update(&mut s, Action::Measurement(Progress::Finished { cancelled: true }));
+    update(
+        &mut s,
+        Action::Measurement(Progress::Finished { cancelled: true }),
+    );
     let l = the_lab(&s);
     assert_eq!(l.outcomes[2], Outcome::Pending);
     assert!(render(&mut s, 80, 24).contains("cancelled: 2/16 runs"));
@@ -213,7 +238,10 @@ fn snapshots_with_injected_samples() {
         );
         insta::assert_snapshot!(format!("scaling_running_{c}x{r}"), render(&mut s, c, r));
         feed(&mut s, 16);
-        update(&mut s, Action::Measurement(Progress::Finished { cancelled: false }));
+        update(
+            &mut s,
+            Action::Measurement(Progress::Finished { cancelled: false }),
+        );
         insta::assert_snapshot!(format!("scaling_done_{c}x{r}"), render(&mut s, c, r));
     }
 }
@@ -225,7 +253,10 @@ fn ascii_mode_draws_the_charts_in_ascii() {
     feed(&mut s, 16);
     let screen = render(&mut s, 120, 40);
     assert!(screen.is_ascii(), "{screen}");
-    assert!(screen.contains("o naive") && screen.contains("* flash"), "{screen}");
+    assert!(
+        screen.contains("o naive") && screen.contains("* flash"),
+        "{screen}"
+    );
 }
 
 /// What Enter will measure (the lab lives as long as the state; its request numbers
@@ -264,7 +295,11 @@ fn the_driver_runs_a_sweep_off_the_ui_thread_and_feeds_it_back() {
     assert_eq!(l.samples(KernelKind::Naive).len(), 2);
     let flash = l.samples(KernelKind::Flash);
     assert_eq!(flash.len(), 2);
-    assert!(flash.iter().all(|f| f.peak_bytes.is_some() && f.tier.is_some()));
+    assert!(
+        flash
+            .iter()
+            .all(|f| f.peak_bytes.is_some() && f.tier.is_some())
+    );
     // Carried-out requests are not carried out again.
     driver.sync(&mut s);
     assert!(!driver.busy());

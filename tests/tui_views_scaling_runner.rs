@@ -83,7 +83,10 @@ fn a_sweep_reports_every_job_in_order_with_measured_peaks() {
             _ => None,
         })
         .collect();
-    assert_eq!(samples.iter().map(|s| s.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    assert_eq!(
+        samples.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
     for (job, s) in &samples {
         assert_eq!((s.kernel, s.n), (jobs[*job].kernel, jobs[*job].n));
         assert!(s.ms > 0.0 && s.runs >= 1);
@@ -149,7 +152,9 @@ fn a_measurement_thread_reports_over_its_channel_and_cancels() {
     let m = Measurement::start(plan).unwrap();
     let mut seen = Vec::new();
     while let Some(p) = m.recv() {
-        if matches!(p, Progress::Measured { .. }) && !seen.iter().any(|q| matches!(q, Progress::Measured { .. })) {
+        if matches!(p, Progress::Measured { .. })
+            && !seen.iter().any(|q| matches!(q, Progress::Measured { .. }))
+        {
             m.cancel();
         }
         let end = matches!(p, Progress::Finished { .. });
@@ -164,7 +169,10 @@ fn a_measurement_thread_reports_over_its_channel_and_cancels() {
         .iter()
         .filter(|p| matches!(p, Progress::Measured { .. }))
         .count();
-    assert!(measured < 12, "cancel stopped the sweep early: {measured} of 12 measured");
+    assert!(
+        measured < 12,
+        "cancel stopped the sweep early: {measured} of 12 measured"
+    );
     m.join();
 }
 
@@ -198,10 +206,16 @@ fn the_naive_path_is_skipped_where_its_scores_would_not_fit() {
     ));
     // Without a reading of the machine, only the limit applies.
     assert_eq!(naive_skip(8192, 64, None), None);
-    assert!(matches!(naive_skip(131_072, 64, None), Some(Skip::OverLimit { .. })));
+    assert!(matches!(
+        naive_skip(131_072, 64, None),
+        Some(Skip::OverLimit { .. })
+    ));
     // LLaMA-scale n on a 22 GB machine: 68.7 GB of scores.
     let msg = naive_skip(131_072, 64, Some(22 * GB)).unwrap().to_string();
-    assert_eq!(msg, "its n x n scores need 68.7 GB, more than the 22.0 GB available");
+    assert_eq!(
+        msg,
+        "its n x n scores need 68.7 GB, more than the 22.0 GB available"
+    );
 }
 
 #[test]

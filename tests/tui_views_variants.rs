@@ -51,7 +51,11 @@ fn v_cycles_the_variants_and_settings_survive_a_lesson_change() {
     update(&mut s, MODE);
     assert_eq!(lab(&s).settings.mode, VariantMode::Linear);
     update(&mut s, Action::Longer);
-    assert_eq!(lab(&s).settings.mode, VariantMode::Linear, "kept across a rebuild");
+    assert_eq!(
+        lab(&s).settings.mode,
+        VariantMode::Linear,
+        "kept across a rebuild"
+    );
     assert_eq!(lab(&s).tokens.len(), 8);
     update(&mut s, MODE);
     assert_eq!(lab(&s).settings.mode, VariantMode::Window);
@@ -108,8 +112,14 @@ fn bigbird_counts_every_cell_once() {
     update(&mut s, MODE);
     let bb = lab(&s).bigbird.as_ref().unwrap();
     assert_eq!(bb.global + bb.local + bb.random + bb.masked, 49);
-    assert_eq!(bb.cells.iter().filter(|&&k| k == CellKind::Masked).count(), bb.masked);
-    assert_eq!(bb.tiles.skipped + bb.tiles.full + bb.tiles.partial, bb.tiles.total);
+    assert_eq!(
+        bb.cells.iter().filter(|&&k| k == CellKind::Masked).count(),
+        bb.masked
+    );
+    assert_eq!(
+        bb.tiles.skipped + bb.tiles.full + bb.tiles.partial,
+        bb.tiles.total
+    );
     // The pattern is the lesson's mask: masked cells have zero weight in the pipeline.
     let w = &s.pipeline.stage(StageId::Softmax).unwrap().matrices[0].data;
     for ((i, j), k) in bb.cells.indexed_iter() {
@@ -131,7 +141,9 @@ fn linear_attention_is_compared_per_head_and_c_toggles_causal() {
     assert_eq!((cmp[0].state_elements, cmp[0].matrix_elements), (16, 49));
     // Softmax weights are the pipeline's.
     let w = &s.pipeline.stage(StageId::Softmax).unwrap().matrices[1].data;
-    let diff = (&cmp[1].softmax_weights - w).iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let diff = (&cmp[1].softmax_weights - w)
+        .iter()
+        .fold(0.0f64, |m, x| m.max(x.abs()));
     assert!(diff < 1e-12, "{diff}");
     update(&mut s, CAUSAL);
     let cmp = lab(&s).linear.as_ref().unwrap();

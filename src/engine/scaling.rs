@@ -131,7 +131,9 @@ impl Plan {
             )));
         }
         if self.flash_slice_rows == 0 {
-            return Err(Error::usage("flash slices of 0 rows; a slice needs at least 1 row"));
+            return Err(Error::usage(
+                "flash slices of 0 rows; a slice needs at least 1 row",
+            ));
         }
         if self.flash_threads == Some(0) {
             return Err(Error::usage("flash threads is 0; it must be at least 1"));
@@ -261,11 +263,25 @@ pub enum Progress {
         flash_threads: usize,
     },
     /// Job `job` (an index into `jobs`) is `fraction` done.
-    Working { job: usize, fraction: f64 },
-    Measured { job: usize, sample: Sample },
-    Skipped { job: usize, reason: Skip },
-    Failed { job: usize, message: String },
-    Finished { cancelled: bool },
+    Working {
+        job: usize,
+        fraction: f64,
+    },
+    Measured {
+        job: usize,
+        sample: Sample,
+    },
+    Skipped {
+        job: usize,
+        reason: Skip,
+    },
+    Failed {
+        job: usize,
+        message: String,
+    },
+    Finished {
+        cancelled: bool,
+    },
 }
 
 /// The random inputs of one n, shared by both kernels.
@@ -281,9 +297,8 @@ struct Inputs {
 impl Inputs {
     fn new(n: usize, d: usize, seed: u64) -> Inputs {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (n as u64).rotate_left(32));
-        let mut fill = |len: usize| -> Vec<f32> {
-            (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-        };
+        let mut fill =
+            |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
         let q = fill(n * d);
         let k = fill(n * d);
         let v = AlignedBuf::from(fill(n * d).as_slice());
@@ -416,7 +431,10 @@ pub fn run(plan: &Plan, cancel: &AtomicBool, emit: &mut dyn FnMut(Progress)) {
         let x = inputs.as_ref().expect("inputs were just made");
         let sliced = (&opts, plan.flash_slice_rows);
         match measure_job(job.kernel, x, sliced, cancel, &mut |fraction| {
-            emit(Progress::Working { job: index, fraction })
+            emit(Progress::Working {
+                job: index,
+                fraction,
+            })
         }) {
             Ok(Ok(mut sample)) => {
                 sample.threads = match job.kernel {

@@ -91,7 +91,9 @@ impl LogLogChart<'_> {
                 .iter()
                 .flat_map(|s| s.points.iter().map(|p| p.1))
                 .filter(|y| *y > 0.0 && y.is_finite());
-            let (lo, hi) = ys.fold((f64::INFINITY, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
+            let (lo, hi) = ys.fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
+                (lo.min(y), hi.max(y))
+            });
             (hi > 0.0).then_some((lo, hi))
         })
     }
@@ -102,7 +104,10 @@ impl LogLogChart<'_> {
         let ly = self
             .y_extent()
             .map_or((0.0, 1.0), |(lo, hi)| decades(lo, hi));
-        let lx = octaves(self.x_range.0.max(f64::MIN_POSITIVE), self.x_range.1.max(1.0));
+        let lx = octaves(
+            self.x_range.0.max(f64::MIN_POSITIVE),
+            self.x_range.1.max(1.0),
+        );
         let gutter = (ly.0 as i32..=ly.1 as i32)
             .map(|e| text::width(&(self.y_tick)(10f64.powi(e))))
             .max()
@@ -130,7 +135,11 @@ impl Widget for &LogLogChart<'_> {
 
         // Title, then the series' markers as the legend.
         let mut x = area.x;
-        let title = text::fit(&glyphs.text(self.title), area.width as usize, glyphs.ellipsis);
+        let title = text::fit(
+            &glyphs.text(self.title),
+            area.width as usize,
+            glyphs.ellipsis,
+        );
         buf.set_stringn(x, area.y, &title, area.width as usize, self.title_style);
         x += text::width(&title) as u16 + 2;
         for s in self.series {
@@ -173,7 +182,13 @@ impl Widget for &LogLogChart<'_> {
             last_row = row;
             let label = (self.y_tick)(v);
             let w = text::width(&label) as u16;
-            buf.set_stringn(axis_x.saturating_sub(w + 1), row, &label, w as usize, self.label);
+            buf.set_stringn(
+                axis_x.saturating_sub(w + 1),
+                row,
+                &label,
+                w as usize,
+                self.label,
+            );
             buf.set_stringn(axis_x, row, ytick, 1, self.axis);
         }
 
@@ -210,7 +225,8 @@ impl Widget for &LogLogChart<'_> {
         let dot = if ascii { "." } else { "·" };
         let mut any = false;
         for s in self.series {
-            let cells: Vec<(u16, u16)> = s.points.iter().filter_map(|&(x, y)| g.cell(x, y)).collect();
+            let cells: Vec<(u16, u16)> =
+                s.points.iter().filter_map(|&(x, y)| g.cell(x, y)).collect();
             any |= !cells.is_empty();
             for w in cells.windows(2) {
                 let (a, b) = (w[0], w[1]);
@@ -337,14 +353,21 @@ mod tests {
         let geo = c.geometry(area);
         assert_eq!((geo.lx, geo.ly), ((8.0, 12.0), (0.0, 3.0)));
         // The first point sits on the bottom-left corner of the plot.
-        assert_eq!(geo.cell(256.0, 1.0), Some((geo.plot.x, geo.plot.bottom() - 1)));
+        assert_eq!(
+            geo.cell(256.0, 1.0),
+            Some((geo.plot.x, geo.plot.bottom() - 1))
+        );
         let mut buf = Buffer::empty(area);
         (&c).render(area, &mut buf);
         let lines = screen(&buf);
         assert!(lines[0].starts_with("time  o n^2"), "{lines:#?}");
         assert!(lines.iter().all(|l| l.is_ascii()));
         let markers = lines.iter().map(|l| l.matches('o').count()).sum::<usize>();
-        assert_eq!(markers, 5 + 1, "five points and the legend's marker: {lines:#?}");
+        assert_eq!(
+            markers,
+            5 + 1,
+            "five points and the legend's marker: {lines:#?}"
+        );
         assert!(lines[lines.len() - 1].contains("256") && lines[lines.len() - 1].contains("4k"));
         assert!(lines.iter().any(|l| l.starts_with("   1s +")), "{lines:#?}");
     }

@@ -214,7 +214,13 @@ impl DecodeLab {
 
     /// Decode again with KV-head choice `choice`.
     fn choose(&mut self, choice: usize) -> Result<(), String> {
-        self.decoding = run(&self.groups, choice, &self.inputs, self.layout, self.recomputed)?;
+        self.decoding = run(
+            &self.groups,
+            choice,
+            &self.inputs,
+            self.layout,
+            self.recomputed,
+        )?;
         self.choice = choice;
         Ok(())
     }
@@ -252,7 +258,9 @@ fn lab(state: &State) -> Option<&LabResult> {
 }
 
 fn rebuild(state: &mut State) {
-    let keep = lab(state).and_then(|l| l.as_ref().ok()).map(|l| l.kv_heads());
+    let keep = lab(state)
+        .and_then(|l| l.as_ref().ok())
+        .map(|l| l.kv_heads());
     let fresh = DecodeLab::build(&state.pipeline, keep);
     state.views.set(ViewKind::Decode, fresh);
 }
@@ -324,8 +332,7 @@ impl View for DecodeView {
     }
 
     fn subtitle(&self, _state: &State) -> String {
-        "KV-cache decoding token by token · cost with and without the cache · GQA/MQA groups"
-            .into()
+        "KV-cache decoding token by token · cost with and without the cache · GQA/MQA groups".into()
     }
 
     fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
@@ -363,7 +370,10 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
     let mut w = LineWriter::new(area, buf);
     w.line(vec![
         Span::styled(format!("step {}/{n}", t + 1), th.value),
-        Span::styled(format!("  decoding '{}' (position {t})", label(&lab.tokens, t)), th.field_value),
+        Span::styled(
+            format!("  decoding '{}' (position {t})", label(&lab.tokens, t)),
+            th.field_value,
+        ),
         Span::styled(
             format!(
                 "  its k, v {} slot {}{}",
@@ -393,7 +403,9 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
     let rows = w.rows_left();
     let want_upper = n as u16 + 5;
     let lower_min = 4;
-    let upper_h = want_upper.min(rows.saturating_sub(lower_min)).max(rows.min(6));
+    let upper_h = want_upper
+        .min(rows.saturating_sub(lower_min))
+        .max(rows.min(6));
     let upper = w.take(upper_h);
     let lower = w.take(w.rows_left());
 
@@ -421,8 +433,8 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
             data[[g, slot_rows[r], c]]
         });
         let what = match lab.layout {
-            CacheLayout::Full => format!("{name} cache (kv {g})"),
-            CacheLayout::Rolling { .. } => format!("{name} cache (kv {g}), by slot"),
+            CacheLayout::Full => format!("{name} cache (kv {})", g + 1),
+            CacheLayout::Rolling { .. } => format!("{name} cache (kv {}), by slot", g + 1),
         };
         let m = Matrix::new(
             what,
@@ -474,7 +486,7 @@ fn render_weights(
     }
     let labels: Vec<String> = (0..=t).map(|i| label(&lab.tokens, i)).collect();
     let m = Matrix::new(
-        format!("weights per step (head {h})"),
+        format!("weights per step (head {})", h + 1),
         data,
         labels.clone(),
         labels,
@@ -508,10 +520,11 @@ fn render_weights(
         .map(|c| step.weights[[h, c]]);
     let text = match weight {
         Some(wt) => format!(
-            "'{}' attends to '{}' with {} (head {h})",
+            "'{}' attends to '{}' with {} (head {})",
             label(&lab.tokens, t),
             label(&lab.tokens, j),
-            significant(wt, 4)
+            significant(wt, 4),
+            h + 1
         ),
         None => format!(
             "position {j} has left the rolling buffer: '{}' cannot see it",
@@ -614,7 +627,17 @@ fn render_cost(state: &State, lab: &DecodeLab, t: usize, area: Rect, buf: &mut B
     let num_w = group_digits(steps[t].recompute_madds).len();
     for (r, st) in steps.iter().enumerate().take(t + 1).skip(first) {
         let row = w.take(1);
-        render_step_bar(state, lab, r, st.cached_madds, st.recompute_madds, max, num_w, row, w.buf);
+        render_step_bar(
+            state,
+            lab,
+            r,
+            st.cached_madds,
+            st.recompute_madds,
+            max,
+            num_w,
+            row,
+            w.buf,
+        );
     }
 }
 
@@ -634,10 +657,16 @@ fn render_step_bar(
     let g = &state.glyphs;
     let name = crate::widgets::text::fit(&label(&lab.tokens, r), 6, g.ellipsis);
     let head = format!("{r:>3} {name:<6} ");
-    let tail = format!(" {:>num_w$} / {:>num_w$}", group_digits(cached), group_digits(recompute));
+    let tail = format!(
+        " {:>num_w$} / {:>num_w$}",
+        group_digits(cached),
+        group_digits(recompute)
+    );
     let bar_w = (area.width as usize).saturating_sub(head.len() + tail.len());
     let solid = ((cached as f64 / max) * bar_w as f64).round() as usize;
-    let total = ((recompute as f64 / max) * bar_w as f64).round().max(solid as f64) as usize;
+    let total = ((recompute as f64 / max) * bar_w as f64)
+        .round()
+        .max(solid as f64) as usize;
     let shade = if g.ascii { ":" } else { "░" };
     let spans = vec![
         Span::styled(head, th.label),
@@ -693,13 +722,13 @@ fn render_groups(state: &State, lab: &DecodeLab, h: usize, area: Rect, buf: &mut
     // Which query heads read which K/V head, each group in its colour.
     let mut spans = Vec::new();
     for (g, qs) in c.query_heads_of.iter().enumerate() {
-        let list: Vec<String> = qs.iter().map(|q| q.to_string()).collect();
+        let list: Vec<String> = qs.iter().map(|q| (q + 1).to_string()).collect();
         let mut style = th.group(g);
         if qs.contains(&h) {
             style = style.add_modifier(th.highlight);
         }
         spans.push(Span::styled(
-            format!("kv{g}{}q{}", state.glyphs.left, list.join(",")),
+            format!("kv{}{}q{}", g + 1, state.glyphs.left, list.join(",")),
             style,
         ));
         spans.push(Span::raw(" "));
@@ -738,7 +767,11 @@ fn render_groups(state: &State, lab: &DecodeLab, h: usize, area: Rect, buf: &mut
             sci(c.max_abs_diff),
             sci(c.rel_diff)
         ),
-        if c.max_abs_diff == 0.0 { th.good } else { th.warn },
+        if c.max_abs_diff == 0.0 {
+            th.good
+        } else {
+            th.warn
+        },
     );
     // Every choice at once, the current one marked.
     if w.rows_left() as usize > lab.groups.choices.len() + 1 {
@@ -750,7 +783,11 @@ fn render_groups(state: &State, lab: &DecodeLab, h: usize, area: Rect, buf: &mut
             th.label,
         )]);
         for (k, ch) in lab.groups.choices.iter().enumerate().rev() {
-            let mark = if k == lab.choice { state.glyphs.marker } else { " " };
+            let mark = if k == lab.choice {
+                state.glyphs.marker
+            } else {
+                " "
+            };
             let style = if k == lab.choice {
                 th.field_value
             } else {
@@ -776,7 +813,7 @@ fn render_groups(state: &State, lab: &DecodeLab, h: usize, area: Rect, buf: &mut
             .head_max_abs_diff
             .iter()
             .enumerate()
-            .map(|(q, d)| (format!("q{q} |diff|"), *d, th.group(c.kv_head_of[q])))
+            .map(|(q, d)| (format!("q{} |diff|", q + 1), *d, th.group(c.kv_head_of[q])))
             .collect();
         // A window of heads around the selected one when not all fit.
         let first = h

@@ -193,9 +193,9 @@ impl ScalingLab {
         let mut out: Vec<(usize, Skip)> = Vec::new();
         for (o, j) in self.outcomes.iter().zip(&self.jobs) {
             if let Outcome::Skipped(s) = o
-                && out
-                    .last()
-                    .is_none_or(|(_, last)| std::mem::discriminant(last) != std::mem::discriminant(s))
+                && out.last().is_none_or(|(_, last)| {
+                    std::mem::discriminant(last) != std::mem::discriminant(s)
+                })
             {
                 out.push((j.n, *s));
             }
@@ -390,7 +390,7 @@ fn progress_bar(state: &State, fraction: f64, width: usize) -> String {
     let g = &state.glyphs;
     let eighths = (fraction.clamp(0.0, 1.0) * width as f64 * 8.0).round() as usize;
     let mut s = g.eighths[7].repeat(eighths / 8);
-    if eighths % 8 > 0 && !g.ascii {
+    if !eighths.is_multiple_of(8) && !g.ascii {
         s.push_str(g.eighths[eighths % 8 - 1]);
     }
     let pad = width.saturating_sub(text::width(&s));
@@ -492,7 +492,10 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
         .collect();
     for (o, j) in lab.outcomes.iter().zip(&lab.jobs) {
         if let Outcome::Failed(m) = o {
-            notes.push((format!("{} n = {} failed: {m}", j.kernel.name(), j.n), t.error));
+            notes.push((
+                format!("{} n = {} failed: {m}", j.kernel.name(), j.n),
+                t.error,
+            ));
         }
     }
     let note_rows: u16 = notes
@@ -519,6 +522,11 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     }
 }
 
+/// (n, value) of one measurement.
+type Point = (f64, f64);
+/// One chart line: its name, its points and the kernel it measured.
+type Line = (&'static str, Vec<Point>, KernelKind);
+
 fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let ns = &lab.plan.ns;
@@ -536,14 +544,14 @@ fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) 
     let peak = |s: &Sample| s.peak_bytes.map(|b| b as f64);
     let (tn, tf) = (pts(KernelKind::Naive, &time), pts(KernelKind::Flash, &time));
     let (mn, mf) = (pts(KernelKind::Naive, &peak), pts(KernelKind::Flash, &peak));
-    let series = |naive: &'_ [(f64, f64)], flash: &'_ [(f64, f64)]| -> Vec<(&'static str, Vec<(f64, f64)>, KernelKind)> {
+    let series = |naive: Vec<Point>, flash: Vec<Point>| -> Vec<Line> {
         vec![
-            ("naive", naive.to_vec(), KernelKind::Naive),
-            ("flash", flash.to_vec(), KernelKind::Flash),
+            ("naive", naive, KernelKind::Naive),
+            ("flash", flash, KernelKind::Flash),
         ]
     };
-    let time_series = series(&tn, &tf);
-    let mem_series = series(&mn, &mf);
+    let time_series = series(tn, tf);
+    let mem_series = series(mn, mf);
     let empty = match lab.phase {
         Phase::Idle => "no measurements yet: Enter starts them",
         _ => "waiting for the first run",
@@ -556,8 +564,18 @@ fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) 
         Layout::vertical([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area)
     };
     for (rect, title, data, y_tick) in [
-        (left, "time per call", &time_series, loglog::ms_tick as fn(f64) -> String),
-        (right, "peak memory", &mem_series, loglog::bytes_tick as fn(f64) -> String),
+        (
+            left,
+            "time per call",
+            &time_series,
+            loglog::ms_tick as fn(f64) -> String,
+        ),
+        (
+            right,
+            "peak memory",
+            &mem_series,
+            loglog::bytes_tick as fn(f64) -> String,
+        ),
     ] {
         let s: Vec<Series> = data
             .iter()
@@ -590,7 +608,15 @@ fn render_table(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     let mut w = LineWriter::new(area, buf);
     let cols = [8usize, 12, 12, 9, 12, 12, 12];
     let cell = |s: String, i: usize| text::right(&s, cols[i], state.glyphs.ellipsis);
-    let header = ["n", "naive", "flash", "speedup", "naive peak", "flash peak", "n x n f32"];
+    let header = [
+        "n",
+        "naive",
+        "flash",
+        "speedup",
+        "naive peak",
+        "flash peak",
+        "n x n f32",
+    ];
     w.line(
         header
             .iter()
@@ -615,9 +641,7 @@ fn render_table(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
             _ => "-".into(),
         };
         let peak = |o: Option<&Outcome>| match o {
-            Some(Outcome::Measured(s)) => s
-                .peak_bytes
-                .map_or_else(|| "n/a".into(), decimal_bytes),
+            Some(Outcome::Measured(s)) => s.peak_bytes.map_or_else(|| "n/a".into(), decimal_bytes),
             _ => "-".into(),
         };
         let speedup = match (naive, flash) {

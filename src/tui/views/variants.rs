@@ -345,15 +345,21 @@ impl View for VariantsView {
 // ---- drawing --------------------------------------------------------------------
 
 fn token(lab: &VariantsLab, i: usize) -> String {
-    lab.tokens.get(i).cloned().unwrap_or_else(|| format!("t{i}"))
+    lab.tokens
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| format!("t{i}"))
 }
 
 /// Left: a panel as wide as its grid needs (`want` columns); right: the text.
 fn split(area: Rect, want: u16) -> [Rect; 2] {
     let want = want.clamp(24, area.width / 2);
-    Layout::horizontal([Constraint::Length(want.min(area.width)), Constraint::Fill(1)])
-        .spacing(2)
-        .areas(area)
+    Layout::horizontal([
+        Constraint::Length(want.min(area.width)),
+        Constraint::Fill(1),
+    ])
+    .spacing(2)
+    .areas(area)
 }
 
 fn tiles_line(t: &TileCounts) -> String {
@@ -378,7 +384,12 @@ struct CellGrid<'a> {
 impl CellGrid<'_> {
     /// Columns the grid wants: labels, a gap and two per cell.
     fn width(labels: &[String], n_cols: usize) -> u16 {
-        let label_w = labels.iter().map(|t| text::width(t)).max().unwrap_or(1).min(8);
+        let label_w = labels
+            .iter()
+            .map(|t| text::width(t))
+            .max()
+            .unwrap_or(1)
+            .min(8);
         (label_w + 1 + 2 * n_cols) as u16
     }
 
@@ -386,8 +397,17 @@ impl CellGrid<'_> {
         let th = &state.theme;
         let g = &state.glyphs;
         let mut w = LineWriter::new(area, buf);
-        w.line(vec![Span::styled(g.text(&self.title).into_owned(), th.panel_title)]);
-        let label_w = self.labels.iter().map(|t| text::width(t)).max().unwrap_or(1).min(8);
+        w.line(vec![Span::styled(
+            g.text(&self.title).into_owned(),
+            th.panel_title,
+        )]);
+        let label_w = self
+            .labels
+            .iter()
+            .map(|t| text::width(t))
+            .max()
+            .unwrap_or(1)
+            .min(8);
         let cols = ((area.width as usize).saturating_sub(label_w + 1) / 2).min(self.n_cols);
         let col0 = self.cursor.1.saturating_sub(cols.saturating_sub(1));
         let rows = (w.rows_left() as usize).saturating_sub(2).min(self.n_rows);
@@ -395,7 +415,11 @@ impl CellGrid<'_> {
         // Column numbers (the ones digit) to find a key by position.
         let mut head = vec![Span::raw(" ".repeat(label_w + 1))];
         for c in (col0..self.n_cols).take(cols) {
-            let style = if c == self.cursor.1 { th.label_active } else { th.label };
+            let style = if c == self.cursor.1 {
+                th.label_active
+            } else {
+                th.label
+            };
             head.push(Span::styled(format!("{:<2}", c % 10), style));
         }
         w.line(head);
@@ -403,7 +427,11 @@ impl CellGrid<'_> {
             let label = self.labels.get(r).map_or("", String::as_str);
             let mut spans = vec![Span::styled(
                 format!("{} ", text::right(label, label_w, g.ellipsis)),
-                if r == self.cursor.0 { th.label_active } else { th.label },
+                if r == self.cursor.0 {
+                    th.label_active
+                } else {
+                    th.label
+                },
             )];
             for c in (col0..self.n_cols).take(cols) {
                 let (sym, mut style) = (self.cell)(r, c);
@@ -438,7 +466,11 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
         if l == 0 {
             (dot.to_string(), th.masked)
         } else {
-            let t = if layers == 1 { 1.0 } else { 1.0 - (l - 1) as f64 / layers as f64 };
+            let t = if layers == 1 {
+                1.0
+            } else {
+                1.0 - (l - 1) as f64 / layers as f64
+            };
             let sym = if l < 10 { l.to_string() } else { "+".into() };
             (sym, th.heat.cell_style(t, false))
         }
@@ -507,7 +539,10 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
     // The rolling buffer after writing position i.
     if let Some(frame) = sw.buffer.get(i) {
         w.line(vec![Span::styled(
-            format!("rolling buffer after position {i}: slot = i mod {wnd} = {}", frame.slot),
+            format!(
+                "rolling buffer after position {i}: slot = i mod {wnd} = {}",
+                frame.slot
+            ),
             th.panel_title,
         )]);
         let mut spans = Vec::new();
@@ -541,7 +576,10 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
             w.line(line);
         }
         let evicted = match frame.evicted {
-            Some(e) => format!("it overwrote position {e} ('{}'), which the window no longer sees", token(lab, e)),
+            Some(e) => format!(
+                "it overwrote position {e} ('{}'), which the window no longer sees",
+                token(lab, e)
+            ),
             None => "the buffer is still filling: nothing overwritten".into(),
         };
         w.text(&evicted, th.dim);
@@ -610,13 +648,21 @@ fn render_bigbird(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer
         let (g, style) = cell_glyph(state, bb.cells[[r, c]]);
         (g.to_string(), style)
     };
-    let legend: Vec<Span> = [CellKind::Global, CellKind::Local, CellKind::Random, CellKind::Masked]
-        .into_iter()
-        .flat_map(|k| {
-            let (g, style) = cell_glyph(state, k);
-            [Span::styled(g, style), Span::styled(format!(" {} ", kind_name(k)), th.label)]
-        })
-        .collect();
+    let legend: Vec<Span> = [
+        CellKind::Global,
+        CellKind::Local,
+        CellKind::Random,
+        CellKind::Masked,
+    ]
+    .into_iter()
+    .flat_map(|k| {
+        let (g, style) = cell_glyph(state, k);
+        [
+            Span::styled(g, style),
+            Span::styled(format!(" {} ", kind_name(k)), th.label),
+        ]
+    })
+    .collect();
     CellGrid {
         title: "BigBird pattern [query x key]".into(),
         labels: &labels,
@@ -656,7 +702,12 @@ fn render_bigbird(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer
         w.line(vec![
             Span::styled(g, style),
             Span::styled(
-                format!(" {:<7} {:>6} cells {:>5.1}%", kind_name(k), count, pct(count)),
+                format!(
+                    " {:<7} {:>6} cells {:>5.1}%",
+                    kind_name(k),
+                    count,
+                    pct(count)
+                ),
                 th.base,
             ),
         ]);
@@ -726,8 +777,16 @@ fn render_linear(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
             .copied(),
     );
     for (rect, name, weights) in [
-        (a, format!("softmax weights (head {h})"), &cmp.softmax_weights),
-        (b, format!("linear: phi(q).phi(k) / sum (head {h})"), &cmp.linear_weights),
+        (
+            a,
+            format!("softmax weights (head {})", h + 1),
+            &cmp.softmax_weights,
+        ),
+        (
+            b,
+            format!("linear: phi(q).phi(k) / sum (head {})", h + 1),
+            &cmp.linear_weights,
+        ),
     ] {
         let m = Matrix::new(name, weights.clone(), qlabels.clone(), klabels.clone());
         MatrixPanel {
@@ -748,7 +807,11 @@ fn render_linear(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
     w.text(
         &format!(
             "phi(x) = elu(x) + 1 > 0; out = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1){}",
-            if causal { ", prefix sums for causal" } else { "" }
+            if causal {
+                ", prefix sums for causal"
+            } else {
+                ""
+            }
         ),
         th.formula,
     );
@@ -769,9 +832,10 @@ fn render_linear(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
     );
     w.text(
         &format!(
-            "outputs differ: max|linear - softmax| {}, relative {} (head {h})",
+            "outputs differ: max|linear - softmax| {}, relative {} (head {})",
             significant(cmp.max_abs_diff, 3),
-            significant(cmp.rel_diff, 3)
+            significant(cmp.rel_diff, 3),
+            h + 1
         ),
         th.warn,
     );
@@ -786,6 +850,12 @@ fn render_linear(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
         parts.join(" ")
     };
     let q = qlabels.get(ci).cloned().unwrap_or_default();
-    w.text(&format!("'{q}' softmax out: {}", row(&cmp.softmax_out)), th.dim);
-    w.text(&format!("'{q}' linear out:  {}", row(&cmp.linear.out)), th.dim);
+    w.text(
+        &format!("'{q}' softmax out: {}", row(&cmp.softmax_out)),
+        th.dim,
+    );
+    w.text(
+        &format!("'{q}' linear out:  {}", row(&cmp.linear.out)),
+        th.dim,
+    );
 }

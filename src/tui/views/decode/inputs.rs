@@ -34,11 +34,21 @@ impl HeadInputs {
         };
         let q = stack3(stage.matrices.iter().map(|m| &m.data).collect(), "q")?;
         let k = stack3(
-            stage.kv_groups.iter().filter_map(|g| g.first()).map(|m| &m.data).collect(),
+            stage
+                .kv_groups
+                .iter()
+                .filter_map(|g| g.first())
+                .map(|m| &m.data)
+                .collect(),
             "k",
         )?;
         let v = stack3(
-            stage.kv_groups.iter().filter_map(|g| g.get(1)).map(|m| &m.data).collect(),
+            stage
+                .kv_groups
+                .iter()
+                .filter_map(|g| g.get(1))
+                .map(|m| &m.data)
+                .collect(),
             "v",
         )?;
         Ok(HeadInputs {
