@@ -199,3 +199,38 @@ fn snapshots() {
     update(&mut s, LAST);
     insta::assert_snapshot!("decode_rolling_gqa_120x40", render(&mut s, 120, 40));
 }
+
+#[test]
+fn the_new_views_draw_the_smallest_and_a_long_lesson_without_trouble() {
+    let tiny = |c: &mut ModelConfig| {
+        c.tokens = vec!["one".into()];
+        c.heads = 1;
+        c.kv_heads = 1;
+    };
+    let long = |c: &mut ModelConfig| {
+        c.tokens = (0..128).map(|i| format!("w{i}")).collect();
+        c.heads = 16;
+        c.kv_heads = 4;
+        c.d_model = 64;
+        c.mask = MaskKind::Window(5);
+    };
+    for f in [&tiny as &dyn Fn(&mut ModelConfig), &long] {
+        let mut s = lesson(f);
+        for view in [ViewKind::Decode, ViewKind::Variants, ViewKind::Scaling] {
+            update(&mut s, Action::SetView(view));
+            for mode in 0..3 {
+                update(&mut s, LAST);
+                update(&mut s, Action::Move { rows: 0, cols: 200 });
+                for (c, r) in [(80, 24), (200, 60)] {
+                    let screen = render(&mut s, c, r);
+                    assert!(!screen.contains("preparing"), "{view} {mode}: {screen}");
+                }
+                if view == ViewKind::Variants {
+                    update(&mut s, Action::ViewCommand(0));
+                } else if view == ViewKind::Decode {
+                    update(&mut s, FEWER_KV);
+                }
+            }
+        }
+    }
+}

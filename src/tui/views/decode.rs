@@ -377,7 +377,7 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
         Span::styled(
             format!(
                 "  its k, v {} slot {}{}",
-                state.glyphs.right,
+                if state.glyphs.ascii { "->" } else { "→" },
                 step.written_slot,
                 step.evicted
                     .map(|e| format!(", overwriting position {e}"))
@@ -387,8 +387,9 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
         ),
         Span::styled(
             format!(
-                "  cache {} rows x {} KV head{}",
+                "  cache {} row{} x {} KV head{}",
                 step.cache_len,
+                if step.cache_len == 1 { "" } else { "s" },
                 choice.kv_heads,
                 if choice.kv_heads == 1 { "" } else { "s" }
             ),
@@ -590,8 +591,9 @@ fn render_cost(state: &State, lab: &DecodeLab, t: usize, area: Rect, buf: &mut B
     w.line(vec![Span::styled("cost in multiply-adds", th.panel_title)]);
     w.text(
         &format!(
-            "cached: {} heads x {visible} keys x ({} + {}) = {}, O(t d)",
+            "cached: {} heads x {visible} key{} x ({} + {}) = {}, O(t d)",
             sh.heads,
+            if visible == 1 { "" } else { "s" },
             sh.d,
             sh.dv,
             group_digits(step.cached_madds)
@@ -600,8 +602,9 @@ fn render_cost(state: &State, lab: &DecodeLab, t: usize, area: Rect, buf: &mut B
     );
     w.text(
         &format!(
-            "no cache: all {} rows again = {} ({}), O(t^2 d)",
+            "no cache: all {} row{} again = {} ({}), O(t^2 d)",
             t + 1,
+            if t == 0 { "" } else { "s" },
             group_digits(step.recompute_madds),
             ratio(step.recompute_madds, step.cached_madds)
         ),
@@ -728,7 +731,12 @@ fn render_groups(state: &State, lab: &DecodeLab, h: usize, area: Rect, buf: &mut
             style = style.add_modifier(th.highlight);
         }
         spans.push(Span::styled(
-            format!("kv{}{}q{}", g + 1, state.glyphs.left, list.join(",")),
+            format!(
+                "kv{}{}q{}",
+                g + 1,
+                if state.glyphs.ascii { "<-" } else { "←" },
+                list.join(",")
+            ),
             style,
         ));
         spans.push(Span::raw(" "));

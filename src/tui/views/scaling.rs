@@ -475,7 +475,11 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
             .map(|t| format!(" {t}"))
             .unwrap_or_default();
         how.push(Span::styled(
-            format!("{sep}naive 1 thread, flash {}{tier}", lab.flash_threads),
+            format!(
+                "{sep}naive 1 thread, flash {} thread{}{tier}",
+                lab.flash_threads,
+                if lab.flash_threads == 1 { "" } else { "s" }
+            ),
             t.dim,
         ));
     }
