@@ -12,7 +12,9 @@
 //!
 //! Peak memory is measured by the counting allocator of [`heap`] (the heap bytes the
 //! call had live at its busiest, above what was live before it: the inputs are not
-//! counted, its outputs and scratch are). Where the binary does not install that
+//! counted, its outputs and scratch are; for the flash kernel that includes one slice's
+//! output on top of the gathered n x d output, at most `FLASH_SLICE_ROWS` x d floats,
+//! 2 MiB at d = 64). Where the binary does not install that
 //! allocator, samples carry no peak and say so; no figure is computed in its place.
 //!
 //! The naive path is skipped, with the reason, where its score matrix is over

@@ -10,7 +10,7 @@
 //! static HEAP: attnviz::engine::scaling::heap::CountingAlloc = CountingAlloc;
 //! ```
 //!
-//! and so does the scaling test binary. Elsewhere (e.g. `cargo test --lib`) nothing is
+//! and so do the scaling test binaries (`tests/tui_views_scaling*.rs`). Elsewhere (e.g. `cargo test --lib`) nothing is
 //! counted, [`installed`] says so, and the runner reports "not measured" instead of a
 //! number.
 //!
