@@ -1,16 +1,254 @@
-//! The interactive app: state, actions and `update`, the event loop, one module per view.
+//! The interactive app: attention, stage by stage, on the engine's numbers.
+//!
+//! # Structure
+//! - [`state`]: [`State`] — the data source, the engine's [`Pipeline`] built from it,
+//!   and what is on screen (view, stage, head, cursor, overlays, script playback).
+//! - [`action`]: [`Action`] — everything that can happen, as data.
+//! - [`update`](update::update): the only function that changes a `State`. Pure: no
+//!   terminal, no clock, no environment; model changes rebuild the pipeline through
+//!   the engine.
+//! - [`keymap`]: the one key table behind key handling, the help overlay and the hint bar.
+//! - [`render`]: [`draw`] and `impl Widget for &State`, the frame's regions, overlays,
+//!   mouse hit-testing.
+//! - [`views`]: one module per view and the registry that Tab cycles.
+//! - [`theme`]: one table of semantic styles; colour depth from COLORTERM/TERM, mono for
+//!   NO_COLOR or `--theme mono`.
+//! - [`terminal`], [`app`]: the real terminal (restored on exit, error and panic) and the
+//!   event loop.
+//! - [`clock`]: time for autoplay ([`clock::SystemClock`], [`clock::ManualClock`]).
+//! - [`frame_bench`]: `attnviz bench --ui`.
+//!
+//! # Headless API (scripted playback, recording, snapshots, tests)
+//! ```no_run
+//! use attnviz::engine::pipeline::{ModelConfig, StageId};
+//! use attnviz::tui::{Action, AppOptions, State, ScriptStep, draw, update};
+//! use attnviz::cli::Lang;
+//! use ratatui::{Terminal, backend::TestBackend};
+//!
+//! let options = AppOptions::headless(Lang::En, None, false, "my scene");
+//! let steps = vec![ScriptStep { stage: Some(StageId::Softmax), dwell_ms: 3000, ..Default::default() }];
+//! let mut state = State::for_model(ModelConfig::example(), options)?
+//!     .with_script(steps, true, 1.0); // autoplay at speed 1; step 0 is applied
+//! update(&mut state, Action::Resize { cols: 100, rows: 30 });
+//! let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
+//! term.draw(|f| draw(&state, f)).unwrap();
+//! // Virtual time: the recorder decides how much passes.
+//! let wait = state.next_change_in_ms();        // Some(ms) until the next step, None when done
+//! update(&mut state, Action::Tick { ms: 3000 }); // advances to the next step when due
+//! let on_screen = state.script.as_ref().map(|p| p.index); // the step shown (for markers)
+//! # Ok::<(), attnviz::Error>(())
+//! ```
+//! A step can also be applied directly with `Action::ApplyStep(Box::new(step))`, or
+//! jumped to with `Action::GotoStep(k)`; `PlayPause`, `StepNext`, `StepPrev`, `Faster`
+//! and `Slower` act on a loaded script. Interactive playback is [`run_script`].
 
+pub mod action;
+pub mod app;
+pub mod clock;
+pub mod frame_bench;
+pub mod keymap;
+pub mod narration;
+pub mod render;
 pub mod script;
+pub mod state;
+pub mod terminal;
+pub mod theme;
+pub mod update;
 pub mod view_kind;
+pub mod views;
 
+use std::path::Path;
+
+use ndarray::{Array3, Array4, Axis, Ix3, Ix4};
+
+pub use action::{Action, EditAction};
+pub use render::draw;
+pub use script::ScriptStep;
+pub use state::{AppOptions, Source, State};
+pub use update::update;
 pub use view_kind::ViewKind;
 
 use crate::cli::{TuiArgs, ViewArgs};
+use crate::engine::npy;
+use crate::engine::pipeline::ModelConfig;
+use crate::error::{Error, Result};
 
-pub fn run(_args: &TuiArgs) -> crate::Result<()> {
-    Err(crate::commands::not_yet("tui"))
+/// The lesson that bare `attnviz` opens, with the command line's overrides applied.
+pub fn config_from_args(args: &TuiArgs) -> Result<ModelConfig> {
+    let mut c = ModelConfig::example();
+    if let Some(t) = &args.tokens {
+        c.tokens = ModelConfig::tokens_from_text(t);
+    }
+    if let Some(h) = args.heads {
+        c.heads = h;
+        // Without --kv-heads, more heads means plain multi-head attention.
+        c.kv_heads = h;
+    }
+    if let Some(g) = args.kv_heads {
+        c.kv_heads = g;
+    }
+    if let Some(d) = args.d_model {
+        c.d_model = d;
+    }
+    if let Some(s) = args.seed {
+        c.seed = s;
+    }
+    if let Some(pe) = args.pe {
+        c.pe = pe;
+    }
+    if let Some(m) = &args.mask {
+        c.mask = m.clone();
+    }
+    c.validate()?;
+    Ok(c)
 }
 
-pub fn run_view(_args: &ViewArgs) -> crate::Result<()> {
-    Err(crate::commands::not_yet("view"))
+/// Bare `attnviz` (and `attnviz tui`): the app on the default lesson.
+pub fn run(args: &TuiArgs) -> Result<()> {
+    if let Some(scene) = &args.scene {
+        return Err(Error::usage(format!(
+            "scene '{scene}': opening scenes in the app is not in this build yet; run `attnviz` without a scene (with --tokens, --heads, --pe, --mask ...) or `attnviz play {scene}`"
+        )));
+    }
+    let config = config_from_args(args)?;
+    let title = format!("lesson: {}", config.tokens.join(" "));
+    let options = AppOptions::interactive(args.lang, args.theme, args.ascii, args.no_mouse, title);
+    terminal::ensure_terminal()?;
+    app::run(State::for_model(config, options)?)
+}
+
+/// Options of interactive playback (`attnviz play` without `--record`).
+#[derive(Debug, Clone)]
+pub struct ScriptOptions {
+    pub app: AppOptions,
+    /// Playback speed factor.
+    pub speed: f64,
+    /// Start playing at once (otherwise paused on the first step).
+    pub autoplay: bool,
+}
+
+/// Play a lesson script in the terminal: autoplay with pause (Space), step (n / N),
+/// speed (] / [), and everything else the app offers.
+pub fn run_script(config: ModelConfig, steps: Vec<ScriptStep>, opts: ScriptOptions) -> Result<()> {
+    terminal::ensure_terminal()?;
+    let state = State::for_model(config, opts.app)?.with_script(steps, opts.autoplay, opts.speed);
+    app::run(state)
+}
+
+/// `attnviz view`: the app on the user's own tensors.
+pub fn run_view(args: &ViewArgs) -> Result<()> {
+    let tokens = match &args.tokens_file {
+        Some(p) => read_tokens(p)?,
+        None => Vec::new(),
+    };
+    let (source, title) = view_source(args, tokens)?;
+    let options = AppOptions::interactive(args.lang, args.theme, args.ascii, args.no_mouse, title);
+    let state = State::new(source, options)?;
+    terminal::ensure_terminal()?;
+    app::run(state)
+}
+
+/// The data source `attnviz view` opens and a title naming its files.
+pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, String)> {
+    let name = |p: &Path| {
+        p.file_name()
+            .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+    };
+    if let Some(path) = &args.attn {
+        let attn = read_attention(path)?;
+        // Check the first layer now so a bad file fails before the terminal opens.
+        let source = Source::Weights {
+            tokens,
+            attn,
+            layer: 0,
+        };
+        source.build()?;
+        return Ok((source, format!("view: {}", name(path))));
+    }
+    let (Some(q), Some(k), Some(v)) = (&args.q, &args.k, &args.v) else {
+        return Err(Error::usage(
+            "attnviz view needs either --attn A.npy or all of --q Q.npy --k K.npy --v V.npy",
+        ));
+    };
+    let source = Source::Tensors {
+        tokens,
+        q: read_heads(q, "--q")?,
+        k: read_heads(k, "--k")?,
+        v: read_heads(v, "--v")?,
+        mask: crate::engine::config::MaskKind::None,
+        pe: crate::engine::config::PeKind::None,
+        scaled: true,
+    };
+    // Check the shapes now so a bad file fails before the terminal opens.
+    source.build()?;
+    Ok((source, format!("view: {} {} {}", name(q), name(k), name(v))))
+}
+
+/// One token per line; a trailing empty line is ignored, an empty line inside is not.
+pub fn read_tokens(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::file(path, format!("cannot read the tokens file: {e}")))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let lines = match lines.split_last() {
+        Some((last, rest)) if last.trim().is_empty() => rest.to_vec(),
+        _ => lines,
+    };
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let t = l.trim_end_matches('\r');
+            if t.is_empty() {
+                Err(Error::file(
+                    path,
+                    format!("line {}: empty token; write one token per line", i + 1),
+                ))
+            } else {
+                Ok(t.to_string())
+            }
+        })
+        .collect()
+}
+
+/// Attention weights [heads, n, n] or [layers, heads, n, n], as [layers, heads, n, n].
+pub fn read_attention(path: &Path) -> Result<Array4<f64>> {
+    let a = npy::read_f64(path)?;
+    let shape = a.shape().to_vec();
+    match a.ndim() {
+        3 => Ok(a
+            .into_dimensionality::<Ix3>()
+            .map_err(|e| Error::file(path, e.to_string()))?
+            .insert_axis(Axis(0))),
+        4 => a
+            .into_dimensionality::<Ix4>()
+            .map_err(|e| Error::file(path, e.to_string())),
+        _ => Err(Error::file(
+            path,
+            format!(
+                "attention weights must be [heads, n, n] or [layers, heads, n, n] (e.g. one layer of output_attentions, or torch.stack of all); got shape {shape:?}"
+            ),
+        )),
+    }
+}
+
+/// q, k or v as [heads, n, d]: [n, d] is one head, [1, heads, n, d] drops the batch.
+pub fn read_heads(path: &Path, flag: &str) -> Result<Array3<f64>> {
+    let a = npy::read_f64(path)?;
+    let shape = a.shape().to_vec();
+    let bad = |why: &str| Error::file(path, format!("{flag}: {why}; got shape {shape:?}"));
+    match a.ndim() {
+        2 => Ok(a
+            .into_dimensionality::<ndarray::Ix2>()
+            .map_err(|e| bad(&e.to_string()))?
+            .insert_axis(Axis(0))),
+        3 => a.into_dimensionality::<Ix3>().map_err(|e| bad(&e.to_string())),
+        4 if shape[0] == 1 => Ok(a
+            .into_dimensionality::<Ix4>()
+            .map_err(|e| bad(&e.to_string()))?
+            .index_axis_move(Axis(0), 0)),
+        4 => Err(bad(
+            "the app shows one sequence; slice one batch entry first (e.g. q[0:1])",
+        )),
+        _ => Err(bad("expected [N, d], [H, N, d] or [1, H, N, d]")),
+    }
 }

@@ -1,1 +1,19 @@
-//! Reusable ratatui widgets: heatmap, matrix, vector, legend, bars.
+//! Reusable ratatui widgets: heatmap, legend, bars, and the pieces they share (number
+//! formatting, display-width text fitting, colour and glyph ramps).
+//!
+//! Widgets know nothing about attention or the app's state: they draw the numbers they
+//! are given with the styles they are given.
+
+pub mod bars;
+pub mod glyphs;
+pub mod heat;
+pub mod heatmap;
+pub mod legend;
+pub mod numfmt;
+pub mod text;
+
+pub use bars::HBars;
+pub use glyphs::Glyphs;
+pub use heat::{ColorDepth, HeatPainter, ValueScale};
+pub use heatmap::{Heatmap, HeatmapGeometry, HeatmapStyle};
+pub use legend::Legend;

@@ -1,0 +1,91 @@
+//! Everything that can happen to the app, as data. Keys, mouse clicks, the clock and
+//! scripts all become [`Action`]s, and [`update`](super::update::update) is the only
+//! place that changes the state.
+
+use crate::engine::pipeline::StageId;
+use crate::tui::ViewKind;
+use crate::tui::script::ScriptStep;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Quit,
+    /// Step to the next / previous stage that does something with the current options.
+    StageNext,
+    StagePrev,
+    StageFirst,
+    StageLast,
+    GoStage(StageId),
+    /// Move the cell cursor by rows and columns (clamped to the matrix).
+    Move {
+        rows: isize,
+        cols: isize,
+    },
+    /// Move the cursor to the stage's next matrix (e.g. from Q to K).
+    NextPane,
+    /// Put the cursor on a cell of the main matrix.
+    Select {
+        row: usize,
+        col: usize,
+    },
+    /// A mouse click at a screen position; `update` finds what is under it.
+    Click {
+        x: u16,
+        y: u16,
+    },
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
+    NextView,
+    PrevView,
+    SetView(ViewKind),
+    /// Select query head h (from 0).
+    Head(usize),
+    HeadNext,
+    HeadPrev,
+    CycleMask,
+    CyclePe,
+    ToggleScale,
+    /// One token more / fewer.
+    Longer,
+    Shorter,
+    Reseed,
+    /// Previous / next layer of a 4-D attention file.
+    LayerPrev,
+    LayerNext,
+    Edit(EditAction),
+    ToggleHelp,
+    HelpScroll(isize),
+    CloseOverlay,
+    /// Apply one scripted step (view, stage, head, highlights, tiles, narration).
+    ApplyStep(Box<ScriptStep>),
+    /// Jump to step k of the loaded script.
+    GotoStep(usize),
+    PlayPause,
+    StepNext,
+    StepPrev,
+    Faster,
+    Slower,
+    /// Virtual time passes (the event loop measures it; a recorder chooses it).
+    Tick {
+        ms: u64,
+    },
+    /// A command of the current view's own key table (see `View::bindings`).
+    ViewCommand(u8),
+}
+
+/// Editing the sentence (`e`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditAction {
+    Start,
+    Insert(char),
+    Backspace,
+    Delete,
+    Left,
+    Right,
+    Home,
+    End,
+    Clear,
+    Apply,
+    Cancel,
+}

@@ -1,0 +1,110 @@
+//! `attnviz bench --ui`: how long a frame takes. Every view of the default lesson is
+//! drawn at 200x60 into a ratatui TestBackend (the same draw and diff a terminal gets,
+//! without the terminal's own I/O); the cursor moves every frame so each frame differs.
+
+use std::time::Instant;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use crate::cli::{BenchArgs, Lang};
+use crate::engine::pipeline::ModelConfig;
+use crate::error::{Error, Result};
+use crate::tui::action::Action;
+use crate::tui::render::draw;
+use crate::tui::state::{AppOptions, State};
+use crate::tui::update::update;
+use crate::tui::views;
+
+pub const COLS: u16 = 200;
+pub const ROWS: u16 = 60;
+/// Frames drawn before timing (caches, first allocations).
+const WARMUP_FRAMES: usize = 20;
+/// Frames timed per view.
+const TIMED_FRAMES: usize = 300;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FrameRecord {
+    pub view: String,
+    pub cols: u16,
+    pub rows: u16,
+    /// Mean over the timed frames.
+    pub ms_per_frame: f64,
+    /// The slowest 5% start here.
+    pub p95_ms: f64,
+    pub frames: usize,
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("frame benchmark: {e}"))
+}
+
+/// One frame's worth of change: walk the cursor (and, in views with stages, the stages)
+/// so the diff has work to do.
+fn next_frame(state: &mut State, k: usize) {
+    let action = match k % 12 {
+        0 if views::current(state).shows_stages() => Action::StageNext,
+        1..=4 => Action::Move { rows: 0, cols: 1 },
+        5..=8 => Action::Move { rows: 1, cols: 0 },
+        9 => Action::Move { rows: -3, cols: -3 },
+        _ => Action::HeadNext,
+    };
+    update(state, action);
+    if k % 48 == 47 {
+        update(state, Action::StageFirst);
+    }
+}
+
+/// Time every view at `cols` x `rows`.
+pub fn measure(cols: u16, rows: u16) -> Result<Vec<FrameRecord>> {
+    let mut out = Vec::new();
+    for view in views::VIEWS {
+        let options = AppOptions::headless(Lang::En, None, false, "bench");
+        let mut state = State::for_model(ModelConfig::example(), options)?;
+        update(&mut state, Action::Resize { cols, rows });
+        update(&mut state, Action::SetView(view.kind()));
+        let mut term = Terminal::new(TestBackend::new(cols, rows)).map_err(internal)?;
+        let mut times = Vec::with_capacity(TIMED_FRAMES);
+        for k in 0..WARMUP_FRAMES + TIMED_FRAMES {
+            next_frame(&mut state, k);
+            let t0 = Instant::now();
+            term.draw(|f| draw(&state, f)).map_err(internal)?;
+            if k >= WARMUP_FRAMES {
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        times.sort_by(f64::total_cmp);
+        let p95 = times[(times.len() * 95 / 100).min(times.len() - 1)];
+        out.push(FrameRecord {
+            view: view.kind().name().to_string(),
+            cols,
+            rows,
+            ms_per_frame: mean,
+            p95_ms: p95,
+            frames: TIMED_FRAMES,
+        });
+    }
+    Ok(out)
+}
+
+/// `attnviz bench --ui [--json]`.
+pub fn bench_ui(args: &BenchArgs) -> Result<()> {
+    let records = measure(COLS, ROWS)?;
+    if args.json {
+        let s = serde_json::to_string_pretty(&records).map_err(internal)?;
+        println!("{s}");
+    } else {
+        println!("{:<10} {:>9} {:>12} {:>9}", "view", "size", "ms/frame", "p95 ms");
+        for r in &records {
+            println!(
+                "{:<10} {:>9} {:>12.3} {:>9.3}",
+                r.view,
+                format!("{}x{}", r.cols, r.rows),
+                r.ms_per_frame,
+                r.p95_ms
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! What each stage and view is about, in one or two sentences per language. Scripted
+//! lessons replace this line with their own narration.
+
+use crate::cli::Lang;
+use crate::engine::pipeline::StageId;
+
+/// The default narration of a stage.
+pub fn stage(id: StageId, lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => stage_en(id),
+        Lang::Zh => stage_zh(id),
+    }
+}
+
+fn stage_en(id: StageId) -> &'static str {
+    match id {
+        StageId::Tokens => {
+            "The sentence, split into tokens. Every row and column of what follows is one of them."
+        }
+        StageId::Embeddings => {
+            "Each token becomes a vector of d_model numbers: the same token always gets the same vector."
+        }
+        StageId::PositionEncoding => {
+            "Attention by itself ignores order; the position encoding gives each position its own signature."
+        }
+        StageId::QkvProjection => {
+            "One fused matrix product X·W makes a query, a key and a value for every token."
+        }
+        StageId::SplitHeads => {
+            "The columns are cut into heads of d_k numbers; with GQA several query heads share one K/V head."
+        }
+        StageId::Rope => {
+            "RoPE turns each pair of q and k by an angle proportional to the position, so q·k depends on the distance."
+        }
+        StageId::Scores => {
+            "Score[i,j] = q_i·k_j: how well the query of token i matches the key of token j."
+        }
+        StageId::Scale => {
+            "Dividing by sqrt(d_k) keeps the scores' spread independent of d_k, so softmax does not saturate."
+        }
+        StageId::Alibi => {
+            "ALiBi adds -m·distance to each score: nearer keys win, each head with its own slope m."
+        }
+        StageId::Mask => {
+            "Masked pairs get -inf: after softmax their weight is exactly zero."
+        }
+        StageId::Softmax => {
+            "Softmax turns each row into weights that sum to 1 (the row max is subtracted first, for stability)."
+        }
+        StageId::WeightedSum => {
+            "Each token's output is the weighted average of the value vectors: weights times V."
+        }
+        StageId::Concat => "The heads' outputs are put side by side again: n x d_model.",
+        StageId::OutputProjection => {
+            "A last matrix W_O mixes the heads: this is the layer's output."
+        }
+    }
+}
+
+fn stage_zh(id: StageId) -> &'static str {
+    match id {
+        StageId::Tokens => "句子被切分成词元。后面每个矩阵的每一行、每一列都对应其中一个词元。",
+        StageId::Embeddings => "每个词元变成一个 d_model 维的向量：相同的词元总是得到相同的向量。",
+        StageId::PositionEncoding => "注意力本身不看顺序；位置编码给每个位置一个独特的标记。",
+        StageId::QkvProjection => "一次融合的矩阵乘法 X·W，为每个词元生成查询、键和值。",
+        StageId::SplitHeads => "把列切成若干个 d_k 维的头；在 GQA 中几个查询头共享一个 K/V 头。",
+        StageId::Rope => "RoPE 把 q 和 k 的每一对分量按与位置成正比的角度旋转，于是 q·k 只取决于相对距离。",
+        StageId::Scores => "分数[i,j] = q_i·k_j：词元 i 的查询与词元 j 的键有多匹配。",
+        StageId::Scale => "除以 sqrt(d_k) 让分数的离散程度不随 d_k 增长，softmax 就不会饱和。",
+        StageId::Alibi => "ALiBi 给每个分数加上 -m·距离：越近的键越占优，每个头有自己的斜率 m。",
+        StageId::Mask => "被遮盖的位置得到 -inf：经过 softmax 后它们的权重恰好为零。",
+        StageId::Softmax => "softmax 把每一行变成和为 1 的权重（先减去行最大值，保证数值稳定）。",
+        StageId::WeightedSum => "每个词元的输出是值向量的加权平均：权重乘以 V。",
+        StageId::Concat => "各个头的输出重新并排拼接：n x d_model。",
+        StageId::OutputProjection => "最后的矩阵 W_O 把各个头混合起来：这就是这一层的输出。",
+    }
+}
+
+/// Narration of a view that is not about one stage.
+pub fn view(kind: crate::tui::ViewKind, lang: Lang) -> Option<&'static str> {
+    use crate::tui::ViewKind as V;
+    Some(match (kind, lang) {
+        (V::Heads, Lang::En) => {
+            "Every head computes its own weights from the same tokens; heads in one GQA group read the same keys and values."
+        }
+        (V::Heads, Lang::Zh) => {
+            "每个头用同样的词元算出自己的权重；同一 GQA 组里的头读取同一份键和值。"
+        }
+        (V::Position, Lang::En) => {
+            "Without a position encoding, shuffling the tokens only shuffles the outputs; RoPE scores depend only on distance."
+        }
+        (V::Position, Lang::Zh) => {
+            "没有位置编码时，打乱词元只会同样地打乱输出；RoPE 的分数只取决于相对距离。"
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,107 @@
+//! A titled heatmap of one engine matrix with its legend: the building block of the
+//! pipeline and heads views. Layout and drawing share [`MatrixPanel::heatmap`], so a
+//! click maps back to the cell that was drawn.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::engine::pipeline::Matrix;
+use crate::tui::state::State;
+use crate::widgets::heatmap::MaskFn;
+use crate::widgets::{Heatmap, HeatmapGeometry, Legend, ValueScale, text};
+
+/// Widest cell wanted: a number of 6 characters and its gap.
+pub const MAX_CELL: u16 = 7;
+
+pub struct MatrixPanel<'a> {
+    pub matrix: &'a Matrix,
+    pub title: String,
+    pub title_style: Style,
+    pub cursor: Option<(usize, usize)>,
+    pub highlight: &'a [(usize, usize)],
+    pub masked: Option<MaskFn<'a>>,
+    pub scale: ValueScale,
+    pub legend: bool,
+    pub max_cell: u16,
+}
+
+/// The title line, the grid (no taller than the matrix needs) and the legend line
+/// right under it.
+pub fn split(area: Rect, legend: bool, rows: usize) -> [Rect; 3] {
+    let grid_h = (rows as u16 + 1).min(area.height.saturating_sub(1 + u16::from(legend)));
+    let [title, grid, legend, _] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(grid_h),
+        Constraint::Length(u16::from(legend)),
+        Constraint::Fill(1),
+    ])
+    .areas(area);
+    [title, grid, legend]
+}
+
+impl<'a> MatrixPanel<'a> {
+    pub fn heatmap(&'a self, state: &'a State) -> Heatmap<'a> {
+        Heatmap {
+            data: self.matrix.data.view(),
+            row_labels: &self.matrix.row_labels,
+            col_labels: &self.matrix.col_labels,
+            scale: self.scale,
+            painter: &state.theme.heat,
+            glyphs: &state.glyphs,
+            style: state.theme.heatmap_style(),
+            cursor: self.cursor,
+            highlight: self.highlight,
+            masked: self.masked,
+            max_cell: self.max_cell,
+        }
+    }
+
+    pub fn geometry(&self, state: &State, area: Rect) -> HeatmapGeometry {
+        let [_, grid, _] = split(area, self.legend, self.matrix.data.nrows());
+        self.heatmap(state).geometry(grid)
+    }
+
+    pub fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+        let [title, grid, legend] = split(area, self.legend, self.matrix.data.nrows());
+        let heatmap = self.heatmap(state);
+        let g = heatmap.geometry(grid);
+        let (r, c) = self.matrix.data.dim();
+        let mut spans = vec![
+            Span::styled(state.glyphs.text(&self.title).into_owned(), self.title_style),
+            Span::styled(format!("  [{r} x {c}]"), state.theme.dim),
+        ];
+        if g.is_clipped() {
+            spans.push(Span::styled(
+                format!(
+                    "  rows {}-{} cols {}-{}",
+                    g.row0,
+                    g.row0 + g.vis_rows.saturating_sub(1),
+                    g.col0,
+                    g.col0 + g.vis_cols.saturating_sub(1)
+                ),
+                state.theme.warn,
+            ));
+        }
+        Line::from(spans).render(title, buf);
+        (&heatmap).render(grid, buf);
+        if self.legend {
+            (&Legend {
+                scale: self.scale,
+                painter: &state.theme.heat,
+                glyphs: &state.glyphs,
+                label: state.theme.dim,
+                masked_style: state.theme.masked,
+                masked: self.masked.is_some().then_some("masked"),
+            })
+                .render(legend, buf);
+        }
+    }
+}
+
+/// The widest row label of a matrix, in columns.
+pub fn label_width(m: &Matrix) -> usize {
+    m.row_labels.iter().map(|l| text::width(l)).max().unwrap_or(0)
+}
