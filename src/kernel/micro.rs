@@ -1,0 +1,287 @@
+//! Register-blocked micro-kernels for the two GEMMs of a tile, written once over
+//! [`pulp::Simd`] and compiled for every tier.
+//!
+//! Layout of one tile (Br query rows padded to `ld`, a multiple of the lane count;
+//! `nk` keys):
+//! - `qt`: Q_i transposed, [d][ld], already multiplied by scale * log2 e;
+//! - `k`: K_j straight from the input, [nk][d] (its elements are broadcast, so it needs no
+//!   packing);
+//! - `st`: the scores transposed, S^T = K_j Q_i^T, [nk][ld]: query rows run along the
+//!   vector lanes, so the row-wise softmax (max, exp, sum) is plain lane-wise arithmetic
+//!   with no horizontal reductions; after the exponential pass it holds P^T;
+//! - `v`: V_j, [nk][ldv], rows 64-byte aligned, `ldv` a multiple of the lane count;
+//! - `acc`: the unnormalised output O_i, [ld][ldo].
+//!
+//! S^T keeps `SCORE_KEYS` keys x up to 4 row vectors of accumulators in registers and
+//! streams d; P V keeps `PV_ROWS` rows x up to 4 column vectors and streams the keys.
+//! Every load feeds 2.4 (S) or 2 (P V) FMAs, inside what two load ports sustain.
+
+use pulp::Simd;
+
+/// Keys per S^T register block: 6 keys x 4 vectors = 24 accumulators + 4 Q^T vectors +
+/// 1 broadcast = 29 of AVX-512's 32 registers (6 x 2 + 2 + 1 = 15 of AVX2's 16).
+pub const SCORE_KEYS: usize = 6;
+
+/// Query rows per P V register block: 4 rows x 4 vectors = 16 accumulators (4 x 3 = 12 on
+/// 16-register tiers), enough independent FMA chains to cover 2 pipes x 4 cycles latency.
+pub const PV_ROWS: usize = 4;
+
+/// Row vectors of one S^T register block on tier `S`.
+#[inline(always)]
+pub const fn score_vecs<S: Simd>() -> usize {
+    if S::REGISTER_COUNT >= 32 { 4 } else { 2 }
+}
+
+/// Column vectors of one P V register block on tier `S`.
+#[inline(always)]
+pub const fn pv_vecs<S: Simd>() -> usize {
+    if S::REGISTER_COUNT >= 32 { 4 } else { 3 }
+}
+
+#[inline(always)]
+unsafe fn load<S: Simd>(p: *const f32) -> S::f32s {
+    // SAFETY: the caller guarantees `F32_LANES` readable f32s at `p`.
+    unsafe { core::ptr::read_unaligned(p.cast::<S::f32s>()) }
+}
+
+#[inline(always)]
+unsafe fn store<S: Simd>(p: *mut f32, v: S::f32s) {
+    // SAFETY: the caller guarantees `F32_LANES` writable f32s at `p`.
+    unsafe { core::ptr::write_unaligned(p.cast::<S::f32s>(), v) }
+}
+
+/// Shapes and buffers of one S^T = K_j Q_i^T product.
+pub struct ScoreArgs<'a> {
+    /// K_j, `nk` rows of `d`.
+    pub k: &'a [f32],
+    pub d: usize,
+    pub nk: usize,
+    /// Q_i^T, `d` rows of `ld`.
+    pub qt: &'a [f32],
+    pub ld: usize,
+    /// S^T, at least `nk` rows of `ld`.
+    pub st: &'a mut [f32],
+    /// Running max over keys per query row (`ld` values), updated when `fuse_max`.
+    pub tmax: &'a mut [f32],
+    pub fuse_max: bool,
+}
+
+/// S^T = K_j Q_i^T for the whole tile; with `fuse_max`, also folds every score into
+/// `tmax` (the tile's per-row max) while the accumulators are still in registers.
+#[inline(always)]
+pub fn scores<S: Simd>(s: S, a: ScoreArgs<'_>) {
+    let lanes = S::F32_LANES;
+    let nvec = a.ld / lanes;
+    assert!(a.ld % lanes == 0 && a.k.len() >= a.nk * a.d && a.qt.len() >= a.d * a.ld);
+    assert!(a.st.len() >= a.nk * a.ld && a.tmax.len() >= a.ld);
+    let nr_max = score_vecs::<S>();
+    let (k, qt, st, tmax) = (
+        a.k.as_ptr(),
+        a.qt.as_ptr(),
+        a.st.as_mut_ptr(),
+        a.tmax.as_mut_ptr(),
+    );
+    let mut v0 = 0;
+    while v0 < nvec {
+        let nr = (nvec - v0).min(nr_max);
+        let col = v0 * lanes;
+        let mut key = 0;
+        while key < a.nk {
+            let mr = (a.nk - key).min(SCORE_KEYS);
+            // SAFETY: keys key..key+mr < nk and columns col..col+nr*lanes <= ld are in
+            // bounds of k, qt, st and tmax by the asserts above.
+            unsafe {
+                let p = ScorePtrs {
+                    k: k.add(key * a.d),
+                    qt: qt.add(col),
+                    st: st.add(key * a.ld + col),
+                    tmax: tmax.add(col),
+                };
+                match nr {
+                    1 => score_rows::<S, 1>(s, mr, p, a.d, a.ld, a.fuse_max),
+                    2 => score_rows::<S, 2>(s, mr, p, a.d, a.ld, a.fuse_max),
+                    3 => score_rows::<S, 3>(s, mr, p, a.d, a.ld, a.fuse_max),
+                    _ => score_rows::<S, 4>(s, mr, p, a.d, a.ld, a.fuse_max),
+                }
+            }
+            key += mr;
+        }
+        v0 += nr;
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ScorePtrs {
+    k: *const f32,
+    qt: *const f32,
+    st: *mut f32,
+    tmax: *mut f32,
+}
+
+#[inline(always)]
+unsafe fn score_rows<S: Simd, const NR: usize>(
+    s: S,
+    mr: usize,
+    p: ScorePtrs,
+    d: usize,
+    ld: usize,
+    fuse_max: bool,
+) {
+    // SAFETY: forwarded from `scores`.
+    unsafe {
+        match mr {
+            6 => score_block::<S, 6, NR>(s, p, d, ld, fuse_max),
+            5 => score_block::<S, 5, NR>(s, p, d, ld, fuse_max),
+            4 => score_block::<S, 4, NR>(s, p, d, ld, fuse_max),
+            3 => score_block::<S, 3, NR>(s, p, d, ld, fuse_max),
+            2 => score_block::<S, 2, NR>(s, p, d, ld, fuse_max),
+            _ => score_block::<S, 1, NR>(s, p, d, ld, fuse_max),
+        }
+    }
+}
+
+/// MR keys x NR row vectors of S^T, accumulated over d in registers.
+#[inline(always)]
+unsafe fn score_block<S: Simd, const MR: usize, const NR: usize>(
+    s: S,
+    p: ScorePtrs,
+    d: usize,
+    ld: usize,
+    fuse_max: bool,
+) {
+    let lanes = S::F32_LANES;
+    let zero = s.splat_f32s(0.0);
+    let mut acc = [[zero; NR]; MR];
+    // SAFETY: `scores` checked that MR keys of d, d rows of NR vectors of Q^T, MR rows of
+    // NR vectors of S^T and NR vectors of tmax lie inside their buffers.
+    unsafe {
+        for c in 0..d {
+            let qrow = p.qt.add(c * ld);
+            let mut b = [zero; NR];
+            for (v, bv) in b.iter_mut().enumerate() {
+                *bv = load::<S>(qrow.add(v * lanes));
+            }
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let a = s.splat_f32s(*p.k.add(r * d + c));
+                for (acc_rv, bv) in acc_r.iter_mut().zip(b) {
+                    *acc_rv = s.mul_add_e_f32s(a, bv, *acc_rv);
+                }
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (v, &x) in acc_r.iter().enumerate() {
+                store::<S>(p.st.add(r * ld + v * lanes), x);
+            }
+        }
+        if fuse_max {
+            for v in 0..NR {
+                let mut m = acc[0][v];
+                for acc_r in &acc[1..] {
+                    m = s.max_f32s(m, acc_r[v]);
+                }
+                let t = p.tmax.add(v * lanes);
+                store::<S>(t, s.max_f32s(load::<S>(t), m));
+            }
+        }
+    }
+}
+
+/// Shapes and buffers of one O_i += P V_j product.
+pub struct PvArgs<'a> {
+    /// P^T, at least `nk` rows of `ld`.
+    pub pt: &'a [f32],
+    pub ld: usize,
+    pub nk: usize,
+    /// V_j, `nk` rows of `ldv` (a multiple of the lane count).
+    pub v: &'a [f32],
+    pub ldv: usize,
+    /// O_i, `ld` rows of `ldo` (a multiple of the lane count, <= ldv).
+    pub acc: &'a mut [f32],
+    pub ldo: usize,
+}
+
+/// O_i += P V_j over all `ld` rows (a multiple of [`PV_ROWS`]) and `ldo` columns.
+#[inline(always)]
+pub fn pv<S: Simd>(s: S, a: PvArgs<'_>) {
+    let lanes = S::F32_LANES;
+    assert!(a.ld % PV_ROWS == 0 && a.ldo % lanes == 0 && a.ldo <= a.ldv);
+    assert!(a.pt.len() >= a.nk * a.ld && a.acc.len() >= a.ld * a.ldo);
+    assert!(a.nk == 0 || a.v.len() >= (a.nk - 1) * a.ldv + a.ldo);
+    let nvec = a.ldo / lanes;
+    let nr_max = pv_vecs::<S>();
+    let (pt, v, acc) = (a.pt.as_ptr(), a.v.as_ptr(), a.acc.as_mut_ptr());
+    let mut row = 0;
+    while row < a.ld {
+        let mut v0 = 0;
+        while v0 < nvec {
+            let nr = (nvec - v0).min(nr_max);
+            let col = v0 * lanes;
+            // SAFETY: rows row..row+PV_ROWS <= ld, columns col..col+nr*lanes <= ldo and
+            // keys < nk are in bounds of pt, v and acc by the asserts above.
+            unsafe {
+                let p = PvPtrs {
+                    pt: pt.add(row),
+                    v: v.add(col),
+                    acc: acc.add(row * a.ldo + col),
+                };
+                match nr {
+                    1 => pv_block::<S, PV_ROWS, 1>(s, p, a.ld, a.nk, a.ldv, a.ldo),
+                    2 => pv_block::<S, PV_ROWS, 2>(s, p, a.ld, a.nk, a.ldv, a.ldo),
+                    3 => pv_block::<S, PV_ROWS, 3>(s, p, a.ld, a.nk, a.ldv, a.ldo),
+                    _ => pv_block::<S, PV_ROWS, 4>(s, p, a.ld, a.nk, a.ldv, a.ldo),
+                }
+            }
+            v0 += nr;
+        }
+        row += PV_ROWS;
+    }
+}
+
+#[derive(Clone, Copy)]
+struct PvPtrs {
+    pt: *const f32,
+    v: *const f32,
+    acc: *mut f32,
+}
+
+/// MR rows x NR column vectors of O_i, accumulated over the tile's keys in registers.
+#[inline(always)]
+unsafe fn pv_block<S: Simd, const MR: usize, const NR: usize>(
+    s: S,
+    p: PvPtrs,
+    ld: usize,
+    nk: usize,
+    ldv: usize,
+    ldo: usize,
+) {
+    let lanes = S::F32_LANES;
+    let zero = s.splat_f32s(0.0);
+    let mut acc = [[zero; NR]; MR];
+    // SAFETY: `pv` checked the extents of every pointer walked here.
+    unsafe {
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            for (v, x) in acc_r.iter_mut().enumerate() {
+                *x = load::<S>(p.acc.add(r * ldo + v * lanes));
+            }
+        }
+        for key in 0..nk {
+            let vrow = p.v.add(key * ldv);
+            let mut b = [zero; NR];
+            for (v, bv) in b.iter_mut().enumerate() {
+                *bv = load::<S>(vrow.add(v * lanes));
+            }
+            let prow = p.pt.add(key * ld);
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let a = s.splat_f32s(*prow.add(r));
+                for (acc_rv, bv) in acc_r.iter_mut().zip(b) {
+                    *acc_rv = s.mul_add_e_f32s(a, bv, *acc_rv);
+                }
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (v, &x) in acc_r.iter().enumerate() {
+                store::<S>(p.acc.add(r * ldo + v * lanes), x);
+            }
+        }
+    }
+}
