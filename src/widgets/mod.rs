@@ -1,5 +1,5 @@
-//! Reusable ratatui widgets: heatmap, legend, bars, and the pieces they share (number
-//! formatting, display-width text fitting, colour and glyph ramps).
+//! Reusable ratatui widgets: heatmap, legend, bars, tile grid, and the pieces they share
+//! (number formatting, display-width text fitting, colour and glyph ramps).
 //!
 //! Widgets know nothing about attention or the app's state: they draw the numbers they
 //! are given with the styles they are given.
@@ -11,9 +11,11 @@ pub mod heatmap;
 pub mod legend;
 pub mod numfmt;
 pub mod text;
+pub mod tile_grid;
 
 pub use bars::HBars;
 pub use glyphs::Glyphs;
 pub use heat::{ColorDepth, HeatPainter, ValueScale};
 pub use heatmap::{Heatmap, HeatmapGeometry, HeatmapStyle};
 pub use legend::Legend;
+pub use tile_grid::{TileGlyphs, TileGrid, TileGridGeometry, TileGridStyle, TileMark};
