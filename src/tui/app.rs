@@ -54,10 +54,7 @@ pub fn run(mut state: State) -> Result<()> {
     let mut ticker = Ticker::default();
     ticker.elapsed(&clock);
     while !state.quit {
-        guard
-            .terminal
-            .draw(|f| draw(&state, f))
-            .map_err(io_error)?;
+        guard.terminal.draw(|f| draw(&state, f)).map_err(io_error)?;
         let timeout = state
             .next_change_in_ms()
             .map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
@@ -81,4 +78,3 @@ pub fn run(mut state: State) -> Result<()> {
     drop(guard);
     Ok(())
 }
-

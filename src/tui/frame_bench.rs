@@ -1,6 +1,7 @@
-//! `attnviz bench --ui`: how long a frame takes. Every view of the default lesson is
-//! drawn at 200x60 into a ratatui TestBackend (the same draw and diff a terminal gets,
-//! without the terminal's own I/O); the cursor moves every frame so each frame differs.
+//! `attnviz bench --ui`: how long a frame takes. Every view is drawn at 200x60 into a
+//! ratatui TestBackend (the same draw and diff a terminal gets, without the terminal's
+//! own I/O), for the default lesson and for a longer one; the cursor moves every frame
+//! so each frame differs.
 
 use std::time::Instant;
 
@@ -26,6 +27,8 @@ const TIMED_FRAMES: usize = 300;
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FrameRecord {
     pub view: String,
+    /// Tokens of the lesson drawn.
+    pub tokens: usize,
     pub cols: u16,
     pub rows: u16,
     /// Mean over the timed frames.
@@ -55,14 +58,41 @@ fn next_frame(state: &mut State, k: usize) {
     }
 }
 
+/// The lessons timed: the default one, and one four times as long and wide.
+fn lessons() -> Vec<ModelConfig> {
+    let small = ModelConfig::example();
+    let mut large = ModelConfig::example();
+    let words = ModelConfig::tokens_from_text(
+        "Attention lets every token look at every other token, weigh what it finds by \
+         how well its query matches their keys, and mix their values into a new vector",
+    );
+    large.tokens = words.iter().cycle().take(32).cloned().collect();
+    large.d_model = 64;
+    vec![small, large]
+}
+
 /// Time every view at `cols` x `rows`.
 pub fn measure(cols: u16, rows: u16) -> Result<Vec<FrameRecord>> {
     let mut out = Vec::new();
-    for view in views::VIEWS {
+    for config in lessons() {
+        for view in views::VIEWS {
+            out.push(measure_view(&config, view.kind(), cols, rows)?);
+        }
+    }
+    Ok(out)
+}
+
+fn measure_view(
+    config: &ModelConfig,
+    kind: crate::tui::ViewKind,
+    cols: u16,
+    rows: u16,
+) -> Result<FrameRecord> {
+    {
         let options = AppOptions::headless(Lang::En, None, false, "bench");
-        let mut state = State::for_model(ModelConfig::example(), options)?;
+        let mut state = State::for_model(config.clone(), options)?;
         update(&mut state, Action::Resize { cols, rows });
-        update(&mut state, Action::SetView(view.kind()));
+        update(&mut state, Action::SetView(kind));
         let mut term = Terminal::new(TestBackend::new(cols, rows)).map_err(internal)?;
         let mut times = Vec::with_capacity(TIMED_FRAMES);
         for k in 0..WARMUP_FRAMES + TIMED_FRAMES {
@@ -76,16 +106,16 @@ pub fn measure(cols: u16, rows: u16) -> Result<Vec<FrameRecord>> {
         let mean = times.iter().sum::<f64>() / times.len() as f64;
         times.sort_by(f64::total_cmp);
         let p95 = times[(times.len() * 95 / 100).min(times.len() - 1)];
-        out.push(FrameRecord {
-            view: view.kind().name().to_string(),
+        Ok(FrameRecord {
+            view: kind.name().to_string(),
+            tokens: config.tokens.len(),
             cols,
             rows,
             ms_per_frame: mean,
             p95_ms: p95,
             frames: TIMED_FRAMES,
-        });
+        })
     }
-    Ok(out)
 }
 
 /// `attnviz bench --ui [--json]`.
@@ -95,11 +125,15 @@ pub fn bench_ui(args: &BenchArgs) -> Result<()> {
         let s = serde_json::to_string_pretty(&records).map_err(internal)?;
         println!("{s}");
     } else {
-        println!("{:<10} {:>9} {:>12} {:>9}", "view", "size", "ms/frame", "p95 ms");
+        println!(
+            "{:<10} {:>7} {:>9} {:>10} {:>9}",
+            "view", "tokens", "size", "ms/frame", "p95 ms"
+        );
         for r in &records {
             println!(
-                "{:<10} {:>9} {:>12.3} {:>9.3}",
+                "{:<10} {:>7} {:>9} {:>10.3} {:>9.3}",
                 r.view,
+                r.tokens,
                 format!("{}x{}", r.cols, r.rows),
                 r.ms_per_frame,
                 r.p95_ms

@@ -40,9 +40,7 @@ impl KeyPat {
             KeyPat::Ctrl(c) => {
                 ctrl && matches!(key.code, KeyCode::Char(x) if x.eq_ignore_ascii_case(&c))
             }
-            KeyPat::Digits => {
-                matches!(key.code, KeyCode::Char('1'..='9')) && !ctrl && !alt
-            }
+            KeyPat::Digits => matches!(key.code, KeyCode::Char('1'..='9')) && !ctrl && !alt,
         }
     }
 
@@ -621,8 +619,12 @@ pub fn action_for(state: &State, key: &KeyEvent) -> Option<Action> {
 /// Key label of a binding: all its keys joined by '/', arrows merged.
 pub fn keys_label(b: &Binding, g: &Glyphs) -> String {
     let labels: Vec<String> = b.keys.iter().map(|k| k.label(g)).collect();
-    if !g.ascii && labels.len() == 4 && b.keys[0] == Code(K::Left) {
-        return format!("{}{}{}{}", g.left, g.up, g.down, g.right);
+    if labels.len() == 4 && b.keys[0] == Code(K::Left) {
+        return if g.ascii {
+            "arrows".into()
+        } else {
+            format!("{}{}{}{}", g.left, g.up, g.down, g.right)
+        };
     }
     labels.join("/")
 }

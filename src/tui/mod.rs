@@ -151,8 +151,10 @@ pub fn run_view(args: &ViewArgs) -> Result<()> {
 /// The data source `attnviz view` opens and a title naming its files.
 pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, String)> {
     let name = |p: &Path| {
-        p.file_name()
-            .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     };
     if let Some(path) = &args.attn {
         let attn = read_attention(path)?;
@@ -241,7 +243,9 @@ pub fn read_heads(path: &Path, flag: &str) -> Result<Array3<f64>> {
             .into_dimensionality::<ndarray::Ix2>()
             .map_err(|e| bad(&e.to_string()))?
             .insert_axis(Axis(0))),
-        3 => a.into_dimensionality::<Ix3>().map_err(|e| bad(&e.to_string())),
+        3 => a
+            .into_dimensionality::<Ix3>()
+            .map_err(|e| bad(&e.to_string())),
         4 if shape[0] == 1 => Ok(a
             .into_dimensionality::<Ix4>()
             .map_err(|e| bad(&e.to_string()))?

@@ -41,9 +41,7 @@ fn stage_en(id: StageId) -> &'static str {
         StageId::Alibi => {
             "ALiBi adds -m·distance to each score: nearer keys win, each head with its own slope m."
         }
-        StageId::Mask => {
-            "Masked pairs get -inf: after softmax their weight is exactly zero."
-        }
+        StageId::Mask => "Masked pairs get -inf: after softmax their weight is exactly zero.",
         StageId::Softmax => {
             "Softmax turns each row into weights that sum to 1 (the row max is subtracted first, for stability)."
         }
@@ -64,7 +62,9 @@ fn stage_zh(id: StageId) -> &'static str {
         StageId::PositionEncoding => "注意力本身不看顺序；位置编码给每个位置一个独特的标记。",
         StageId::QkvProjection => "一次融合的矩阵乘法 X·W，为每个词元生成查询、键和值。",
         StageId::SplitHeads => "把列切成若干个 d_k 维的头；在 GQA 中几个查询头共享一个 K/V 头。",
-        StageId::Rope => "RoPE 把 q 和 k 的每一对分量按与位置成正比的角度旋转，于是 q·k 只取决于相对距离。",
+        StageId::Rope => {
+            "RoPE 把 q 和 k 的每一对分量按与位置成正比的角度旋转，于是 q·k 只取决于相对距离。"
+        }
         StageId::Scores => "分数[i,j] = q_i·k_j：词元 i 的查询与词元 j 的键有多匹配。",
         StageId::Scale => "除以 sqrt(d_k) 让分数的离散程度不随 d_k 增长，softmax 就不会饱和。",
         StageId::Alibi => "ALiBi 给每个分数加上 -m·距离：越近的键越占优，每个头有自己的斜率 m。",

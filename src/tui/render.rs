@@ -5,7 +5,6 @@
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Widget};
 
@@ -20,9 +19,17 @@ use crate::widgets::text;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hit {
     /// A cell of matrix `sub` of the current stage.
-    Cell { sub: usize, row: usize, col: usize },
+    Cell {
+        sub: usize,
+        row: usize,
+        col: usize,
+    },
     /// A cell of head `head`'s matrix (heads view).
-    HeadCell { head: usize, row: usize, col: usize },
+    HeadCell {
+        head: usize,
+        row: usize,
+        col: usize,
+    },
     Stage(StageId),
     View(ViewKind),
     Head(usize),
@@ -110,7 +117,7 @@ fn render_too_small(state: &State, area: Rect, buf: &mut Buffer) {
 
 /// The view tabs of the header's first line, with their positions.
 fn tabs(state: &State, area: Rect) -> Vec<(Rect, ViewKind)> {
-    let mut x = area.x + tabs_start(state);
+    let mut x = area.x + tabs_start(state, area.width);
     let mut out = Vec::new();
     for v in views::VIEWS {
         let w = v.kind().name().len() as u16 + 2;
@@ -123,8 +130,17 @@ fn tabs(state: &State, area: Rect) -> Vec<(Rect, ViewKind)> {
     out
 }
 
-fn tabs_start(state: &State) -> u16 {
-    (" attnviz ".len() + text::width(&state.options.title) + 3) as u16
+/// The title as the header shows it: at most a third of the width.
+fn header_title(state: &State, width: u16) -> String {
+    text::fit(
+        &state.options.title,
+        (width / 3) as usize,
+        state.glyphs.ellipsis,
+    )
+}
+
+fn tabs_start(state: &State, width: u16) -> u16 {
+    (" attnviz ".len() + text::width(&header_title(state, width)) + 3) as u16
 }
 
 /// The stage breadcrumb: a window of stages around the current one that fits.
@@ -135,10 +151,7 @@ fn breadcrumb(state: &State, area: Rect) -> Vec<(Rect, StageId)> {
         .map(|s| text::width(&state.glyphs.text(s.title)) as u16 + 2)
         .collect();
     let sep = text::width(state.glyphs.next) as u16;
-    let here = stages
-        .iter()
-        .position(|s| s.id == state.stage)
-        .unwrap_or(0);
+    let here = stages.iter().position(|s| s.id == state.stage).unwrap_or(0);
     // Grow a window around the current stage, leaving room for the ellipses.
     let room = area.width.saturating_sub(4);
     let (mut lo, mut hi) = (here, here);
@@ -175,13 +188,23 @@ fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
     // Line 1: name, title, view tabs, compute path.
     let mut spans = vec![
         Span::styled(" attnviz ", t.app_title),
-        Span::styled(state.options.title.clone(), t.field_value),
+        Span::styled(header_title(state, l1.width), t.field_value),
         Span::raw("   "),
     ];
     Line::from(std::mem::take(&mut spans)).render(l1, buf);
     for (rect, kind) in tabs(state, l1) {
-        let style = if kind == state.view { t.tab_active } else { t.tab };
-        buf.set_stringn(rect.x, rect.y, format!(" {kind} "), rect.width as usize, style);
+        let style = if kind == state.view {
+            t.tab_active
+        } else {
+            t.tab
+        };
+        buf.set_stringn(
+            rect.x,
+            rect.y,
+            format!(" {kind} "),
+            rect.width as usize,
+            style,
+        );
     }
     let right = compute_label();
     let rw = right.len() as u16 + 1;
@@ -302,7 +325,12 @@ fn render_fields(state: &State, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let script = state.script.as_ref().map(|p| {
         let mark = if p.playing { "playing" } else { "paused" };
-        format!("step {}/{} {mark} x{} ", p.index + 1, p.steps.len(), p.speed)
+        format!(
+            "step {}/{} {mark} x{} ",
+            p.index + 1,
+            p.steps.len(),
+            p.speed
+        )
     });
     let room = area.width as usize - script.as_ref().map_or(0, |s| s.len() + 1);
     let sep = format!(" {} ", state.glyphs.sep);
@@ -393,19 +421,23 @@ fn render_hints(state: &State, area: Rect, buf: &mut Buffer) {
 
 // ---- overlays -----------------------------------------------------------------------
 
-/// The help text, generated from the key tables.
-pub fn help_lines(state: &State) -> Vec<(String, Style)> {
-    let t = &state.theme;
+/// One line of the help: a heading, prose, or a key with its description.
+pub enum HelpLine {
+    Heading(String),
+    Text(String),
+    Key(String, &'static str),
+    Blank,
+}
+
+/// The help, generated from the key tables (global and the current view's).
+pub fn help_lines(state: &State) -> Vec<HelpLine> {
     let g = &state.glyphs;
     let mut out = vec![
-        (
-            format!(
-                "Plain arrows or h j k l move the cell cursor. With Shift they take bigger steps: {}{}/{}{} or H/L step through the stages, {}{}/{}{} or K/J change the head.",
-                g.shift, g.left, g.shift, g.right, g.shift, g.up, g.shift, g.down
-            ),
-            t.base,
-        ),
-        (String::new(), t.base),
+        HelpLine::Text(format!(
+            "Plain arrows or h j k l move the cell cursor. With Shift they take bigger steps: {}{}/{}{} or H/L step through the stages, {}{}/{}{} or K/J change the head.",
+            g.shift, g.left, g.shift, g.right, g.shift, g.up, g.shift, g.down
+        )),
+        HelpLine::Blank,
     ];
     let view_keys = views::current(state).bindings();
     for group in Group::ORDER {
@@ -417,28 +449,26 @@ pub fn help_lines(state: &State) -> Vec<(String, Style)> {
         if entries.is_empty() {
             continue;
         }
-        let title = if group == Group::ThisView {
+        out.push(HelpLine::Heading(if group == Group::ThisView {
             format!("{} ({})", group.title(), state.view)
         } else {
             group.title().to_string()
-        };
-        out.push((title, t.panel_title));
+        }));
         for b in entries {
-            out.push((
-                format!("  {:<12} {}", keymap::keys_label(b, g), b.desc),
-                t.base,
-            ));
+            out.push(HelpLine::Key(keymap::keys_label(b, g), b.desc));
         }
     }
     if state.options.mouse {
-        out.push((String::new(), t.base));
-        out.push((
+        out.push(HelpLine::Blank);
+        out.push(HelpLine::Text(
             "Mouse: click a cell to inspect it, a stage or a view tab to open it (--no-mouse turns this off).".into(),
-            t.dim,
         ));
     }
     out
 }
+
+/// Width of the key column of the help.
+const HELP_KEY_W: usize = 12;
 
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
@@ -465,17 +495,42 @@ fn render_help(state: &State, scroll: u16, body: Rect, buf: &mut Buffer) {
     let inner = block.inner(rect);
     block.render(rect, buf);
     let w = inner.width.saturating_sub(1) as usize;
-    let wrapped: Vec<(String, Style)> = help_lines(state)
-        .into_iter()
-        .flat_map(|(l, s)| {
-            let l = state.glyphs.text(&l).into_owned();
-            text::wrap(&l, w).into_iter().map(move |p| (p, s))
-        })
-        .collect();
+    let mut wrapped: Vec<Line> = Vec::new();
+    for line in help_lines(state) {
+        match line {
+            HelpLine::Blank => wrapped.push(Line::default()),
+            HelpLine::Heading(h) => wrapped.push(Line::styled(h, t.panel_title)),
+            HelpLine::Text(p) => {
+                let p = state.glyphs.text(&p).into_owned();
+                wrapped.extend(
+                    text::wrap(&p, w)
+                        .into_iter()
+                        .map(|l| Line::styled(l, t.base)),
+                );
+            }
+            HelpLine::Key(k, desc) => {
+                // Keys in a column, descriptions wrapped beside them.
+                let desc = state.glyphs.text(desc).into_owned();
+                let rest = w.saturating_sub(HELP_KEY_W + 3).max(10);
+                for (i, d) in text::wrap(&desc, rest).into_iter().enumerate() {
+                    let key = if i == 0 { k.as_str() } else { "" };
+                    wrapped.push(Line::from(vec![
+                        Span::styled(format!("  {} ", text::left(key, HELP_KEY_W, "")), t.key),
+                        Span::styled(d, t.base),
+                    ]));
+                }
+            }
+        }
+    }
     let max_scroll = wrapped.len().saturating_sub(inner.height as usize);
     let first = (scroll as usize).min(max_scroll);
-    for (i, (l, s)) in wrapped.iter().skip(first).take(inner.height as usize).enumerate() {
-        buf.set_stringn(inner.x + 1, inner.y + i as u16, l, w, *s);
+    for (i, l) in wrapped
+        .iter()
+        .skip(first)
+        .take(inner.height as usize)
+        .enumerate()
+    {
+        l.render(Rect::new(inner.x + 1, inner.y + i as u16, w as u16, 1), buf);
     }
 }
 
@@ -515,7 +570,12 @@ fn render_edit(state: &State, body: Rect, buf: &mut Buffer) {
     let hints: Vec<Span> = keymap::EDIT_BINDINGS
         .iter()
         .filter_map(|b| b.hint.map(|h| (keymap::keys_label(b, &state.glyphs), h)))
-        .flat_map(|(k, h)| [Span::styled(k, t.key), Span::styled(format!(" {h}  "), t.key_desc)])
+        .flat_map(|(k, h)| {
+            [
+                Span::styled(k, t.key),
+                Span::styled(format!(" {h}  "), t.key_desc),
+            ]
+        })
         .collect();
     let n = crate::engine::pipeline::ModelConfig::tokens_from_text(&ed.text).len();
     let mut spans = hints;

@@ -121,7 +121,10 @@ impl Source {
                 tokens,
                 attn,
                 layer,
-            } => Pipeline::from_weights(tokens.clone(), attn.slice(s![*layer, .., .., ..]).to_owned()),
+            } => Pipeline::from_weights(
+                tokens.clone(),
+                attn.slice(s![*layer, .., .., ..]).to_owned(),
+            ),
         }
     }
 
@@ -471,7 +474,10 @@ impl State {
 
     /// Milliseconds of scene time until autoplay changes the step, if it is playing.
     pub fn next_change_in_ms(&self) -> Option<u64> {
-        let p = self.script.as_ref().filter(|p| p.playing && !p.finished())?;
+        let p = self
+            .script
+            .as_ref()
+            .filter(|p| p.playing && !p.finished())?;
         let left = p.dwell_ms(p.index) as f64 - p.elapsed_ms;
         Some((left.max(0.0) / p.speed).ceil() as u64)
     }

@@ -27,7 +27,7 @@ pub fn ensure_terminal() -> Result<()> {
         Ok(())
     } else {
         Err(Error::usage(
-            "the interactive app needs a terminal, but stdout is not one (a pipe or a file?); \
+            "the interactive app needs a terminal, but stdout is not a terminal (a pipe or a file?); \
              for a picture without a terminal use `attnviz snapshot SCENE --step K --txt OUT.txt` \
              (or --svg OUT.svg), for a recording `attnviz play SCENE --record OUT.cast`",
         ))

@@ -135,7 +135,11 @@ impl Theme {
         } else {
             depth
         };
-        let p = if name == ThemeName::Light { &LIGHT } else { &DARK };
+        let p = if name == ThemeName::Light {
+            &LIGHT
+        } else {
+            &DARK
+        };
         let fg = |rgb: Rgb| match adapt(depth, rgb) {
             Some(c) => Style::default().fg(c),
             None => Style::default(),

@@ -4,14 +4,12 @@
 //! engine's message in the status line.
 
 use crate::engine::config::{BIGBIRD_DEFAULT, MaskKind, PeKind, ROPE_BASE};
-use crate::engine::pipeline::{ModelConfig, StageId};
 use crate::engine::limits;
+use crate::engine::pipeline::{ModelConfig, StageId};
 use crate::tui::action::{Action, EditAction};
 use crate::tui::render::{self, Hit};
 use crate::tui::script::ScriptStep;
-use crate::tui::state::{
-    LineEditor, Overlay, SPEEDS, ScaleChange, Source, State, StatusKind,
-};
+use crate::tui::state::{LineEditor, Overlay, SPEEDS, ScaleChange, Source, State, StatusKind};
 use crate::tui::{ViewKind, views};
 
 pub fn update(state: &mut State, action: Action) {
@@ -62,7 +60,10 @@ pub fn update(state: &mut State, action: Action) {
                 config.seed = config.seed.wrapping_add(1);
                 let seed = config.seed;
                 if rebuild(state, Source::Model(config)) {
-                    state.set_status(StatusKind::Info, format!("seed {seed}: new embeddings and weights"));
+                    state.set_status(
+                        StatusKind::Info,
+                        format!("seed {seed}: new embeddings and weights"),
+                    );
                 }
             }
         }
@@ -129,10 +130,7 @@ fn step_stage(state: &mut State, delta: isize) {
             .copied()
             .filter(|s| s.index() as isize > here)
             .collect();
-        later
-            .get(delta as usize - 1)
-            .or(later.last())
-            .copied()
+        later.get(delta as usize - 1).or(later.last()).copied()
     } else {
         let earlier: Vec<StageId> = steps
             .iter()
@@ -175,7 +173,11 @@ fn select_head(state: &mut State, h: usize) {
     } else {
         state.set_status(
             StatusKind::Warn,
-            format!("there {} only {n} head{}: pick 1-{n}", if n == 1 { "is" } else { "are" }, if n == 1 { "" } else { "s" }),
+            format!(
+                "there {} only {n} head{}: pick 1-{n}",
+                if n == 1 { "is" } else { "are" },
+                if n == 1 { "" } else { "s" }
+            ),
         );
     }
 }
@@ -201,7 +203,9 @@ fn move_cursor(state: &mut State, rows: isize, cols: isize) {
         state.cursor = (r, 0);
     } else if c < 0 && state.sub > 0 {
         state.sub -= 1;
-        let last = state.focused().map_or(0, |m| m.data.ncols().saturating_sub(1));
+        let last = state
+            .focused()
+            .map_or(0, |m| m.data.ncols().saturating_sub(1));
         state.cursor = (r, last);
     } else {
         state.cursor = (r, c.clamp(0, n_cols as isize - 1) as usize);
@@ -211,10 +215,7 @@ fn move_cursor(state: &mut State, rows: isize, cols: isize) {
 
 fn cycle_view(state: &mut State, delta: isize) {
     let all = views::VIEWS;
-    let here = all
-        .iter()
-        .position(|v| v.kind() == state.view)
-        .unwrap_or(0) as isize;
+    let here = all.iter().position(|v| v.kind() == state.view).unwrap_or(0) as isize;
     let n = all.len() as isize;
     let next = all[((here + delta) % n + n) as usize % all.len()].kind();
     state.narration = None;

@@ -53,7 +53,7 @@ impl Widget for &HBars<'_> {
             };
             let eighths = (frac * bar_w as f64 * 8.0).round() as usize;
             let mut bar = self.glyphs.eighths[7].repeat(eighths / 8);
-            if eighths % 8 > 0 {
+            if !eighths.is_multiple_of(8) {
                 bar.push_str(self.glyphs.eighths[eighths % 8 - 1]);
             }
             let x = area.x + label_w + 1;

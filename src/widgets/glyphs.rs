@@ -74,14 +74,18 @@ impl Glyphs {
     };
 
     pub fn new(ascii: bool) -> Glyphs {
-        if ascii { Glyphs::ASCII } else { Glyphs::UNICODE }
+        if ascii {
+            Glyphs::ASCII
+        } else {
+            Glyphs::UNICODE
+        }
     }
 
     /// The ramp glyph for an intensity in [0, 1]; any non-zero intensity gets at least
     /// the faintest visible glyph so a small weight is not mistaken for none.
     pub fn ramp_glyph(&self, t: f64) -> &'static str {
         let n = self.ramp.len() - 1;
-        if !(t > 0.0) {
+        if t.is_nan() || t <= 0.0 {
             return self.ramp[0];
         }
         let i = ((t.min(1.0) * n as f64).round() as usize).clamp(1, n);

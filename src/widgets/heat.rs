@@ -105,7 +105,11 @@ fn ansi16(rgb: Rgb) -> u8 {
 }
 
 fn lerp_stops(stops: &[Rgb], t: f64) -> Rgb {
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let x = t * (stops.len() - 1) as f64;
     let i = (x.floor() as usize).min(stops.len() - 2);
     let f = x - i as f64;

@@ -55,20 +55,19 @@ impl HeatmapGeometry {
     ) -> HeatmapGeometry {
         let label_cap = (area.width / 5).max(4) as usize;
         let label_w = label_width.min(label_cap) as u16;
-        let avail = area.width.saturating_sub(label_w) as usize;
+        let avail = area.width.saturating_sub(label_w + 1) as usize;
         let max_cell = max_cell.max(MIN_NUMBER_CELL);
         let (cell_w, gap) = if n_cols == 0 {
             (max_cell, 1)
         } else if n_cols * MIN_NUMBER_CELL as usize <= avail {
             ((avail / n_cols).min(max_cell as usize) as u16, 1)
-        } else if n_cols < avail {
-            // Colour (or glyph) only, every column visible; one column after the labels.
-            (((avail - 1) / n_cols).clamp(1, 3) as u16, 0)
+        } else if n_cols <= avail {
+            // Colour (or glyph) only, every column visible.
+            ((avail / n_cols).clamp(1, 3) as u16, 0)
         } else {
             (SCROLL_CELL.min(max_cell), 1)
         };
-        let grid_w = avail.saturating_sub(usize::from(gap == 0));
-        let vis_cols = (grid_w / cell_w as usize).min(n_cols);
+        let vis_cols = (avail / cell_w as usize).min(n_cols);
         let vis_rows = (area.height.saturating_sub(1) as usize).min(n_rows);
         let (cr, cc) = cursor.unwrap_or((0, 0));
         let scroll = |c: usize, vis: usize, n: usize| {
@@ -94,7 +93,9 @@ impl HeatmapGeometry {
     }
 
     fn grid_x(&self) -> u16 {
-        self.area.x + self.label_w + u16::from(self.gap == 0)
+        // One blank column between the labels and the cells (the gap column of the first
+        // cell may carry a glyph).
+        self.area.x + self.label_w + 1
     }
 
     /// The screen rectangle of cell (r, c) if it is visible.
@@ -349,8 +350,8 @@ mod tests {
                 .map(|x| buf[(x, y)].symbol().to_string())
                 .collect::<String>()
         };
-        assert_eq!(line(0), "    a     b   ");
-        assert_eq!(line(1), "a 0.000   ×   ");
-        assert_eq!(line(2), "b▒0.500░0.250 ");
+        assert_eq!(line(0), "     a     b  ");
+        assert_eq!(line(1), "a  0.000   ×  ");
+        assert_eq!(line(2), "b ▒0.500░0.250");
     }
 }

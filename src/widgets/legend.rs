@@ -62,7 +62,12 @@ impl Widget for &Legend<'_> {
             put(&mut x, self.glyphs.masked, self.masked_style, buf);
             let rest = format!(" {what}");
             let room = right.saturating_sub(x) as usize;
-            put(&mut x, &text::fit(&rest, room, self.glyphs.ellipsis), self.label, buf);
+            put(
+                &mut x,
+                &text::fit(&rest, room, self.glyphs.ellipsis),
+                self.label,
+                buf,
+            );
         }
     }
 }

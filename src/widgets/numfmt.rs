@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn never_wider_than_asked() {
-        for &v in &[0.0, 1e-9, -1e-9, 3.14159, -271.8, 1e12, -1e-12, 0.5, -0.5] {
+        for &v in &[0.0, 1e-9, -1e-9, 1.23456, -271.8, 1e12, -1e-12, 0.5, -0.5] {
             for w in 1..8 {
                 let s = fit_number(v, w, false);
                 assert!(s.len() <= w, "{v} in {w}: {s}");

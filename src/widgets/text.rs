@@ -53,11 +53,25 @@ pub fn left(s: &str, w: usize, ellipsis: &str) -> String {
 }
 
 /// Greedy word wrap by display width. Words longer than `w` are split; CJK text, which
-/// has no spaces, is broken between characters.
+/// has no spaces, is broken between characters. A paragraph's leading spaces indent all
+/// of its lines.
 pub fn wrap(s: &str, w: usize) -> Vec<String> {
-    let w = w.max(1);
     let mut lines = Vec::new();
     for para in s.split('\n') {
+        let indent = para.len() - para.trim_start_matches(' ').len();
+        let indent = indent.min(w.saturating_sub(1) / 2);
+        let pad = " ".repeat(indent);
+        let first = lines.len();
+        wrap_para(para, w.saturating_sub(indent).max(1), &mut lines);
+        for l in &mut lines[first..] {
+            l.insert_str(0, &pad);
+        }
+    }
+    lines
+}
+
+fn wrap_para(para: &str, w: usize, lines: &mut Vec<String>) {
+    {
         let mut line = String::new();
         let mut used = 0;
         for (spaced, word) in pieces(para) {
@@ -82,7 +96,6 @@ pub fn wrap(s: &str, w: usize) -> Vec<String> {
         }
         lines.push(line);
     }
-    lines
 }
 
 /// The pieces wrapping may break between, each with whether a space came before it:
@@ -128,6 +141,10 @@ mod tests {
         let lines = wrap("the quick brown fox jumps over the lazy dog", 10);
         assert!(lines.iter().all(|l| width(l) <= 10), "{lines:?}");
         assert_eq!(lines[0], "the quick");
+        assert_eq!(
+            wrap("   indented words here", 12),
+            ["   indented", "   words", "   here"]
+        );
         let zh = wrap("每个词都看向其他所有的词", 8);
         assert!(zh.iter().all(|l| width(l) <= 8), "{zh:?}");
         assert_eq!(zh.concat(), "每个词都看向其他所有的词");

@@ -42,13 +42,12 @@ fn areas(state: &State, area: Rect) -> Areas {
     let side_w = if area.width >= 100 { SIDE_W } else { 0 };
     let [main, side] =
         Layout::horizontal([Constraint::Fill(1), Constraint::Length(side_w)]).areas(area);
-    let [grid, legend] =
-        Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(main);
+    let [grid, legend] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(main);
     let mats = head_matrices(state);
     let n = mats.len().max(1);
-    let (rows_needed, cols, lw) = mats
-        .first()
-        .map_or((1, 1, 4), |m| (m.data.nrows(), m.data.ncols(), label_width(m)));
+    let (rows_needed, cols, lw) = mats.first().map_or((1, 1, 4), |m| {
+        (m.data.nrows(), m.data.ncols(), label_width(m))
+    });
     // Prefer showing every row, then wider cells, then more heads side by side.
     let best = (1..=n)
         .map(|across| {
@@ -86,7 +85,11 @@ fn shared_scale(mats: &[&Matrix]) -> ValueScale {
 fn title(state: &State, h: usize) -> (String, Style) {
     let g = state.pipeline.kv_group_for(h);
     let grouped = state.pipeline.shape.kv_heads < state.heads();
-    let mark = if h == state.head { state.glyphs.marker } else { " " };
+    let mark = if h == state.head {
+        state.glyphs.marker
+    } else {
+        " "
+    };
     let text = if grouped {
         format!("{mark}head {h} · kv {g}")
     } else {
@@ -168,7 +171,10 @@ fn render_side(state: &State, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
         })
         .unwrap_or_default();
     line(
-        vec![Span::styled(format!("cell [{r},{c}] '{q}' -> '{k}'"), t.panel_title)],
+        vec![Span::styled(
+            format!("cell [{r},{c}] '{q}' -> '{k}'"),
+            t.panel_title,
+        )],
         buf,
     );
     let items: Vec<(String, f64, Style)> = mats
@@ -176,7 +182,11 @@ fn render_side(state: &State, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
         .enumerate()
         .map(|(hh, m)| {
             let v = m.data.get((r, c)).copied().unwrap_or(0.0);
-            (format!("h{hh}"), v, t.group(state.pipeline.kv_group_for(hh)))
+            (
+                format!("h{hh}"),
+                v,
+                t.group(state.pipeline.kv_group_for(hh)),
+            )
         })
         .collect();
     let rest = Rect::new(area.x, y, area.width, area.bottom().saturating_sub(y));
@@ -223,7 +233,13 @@ impl View for HeadsView {
     fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
         let mats = head_matrices(state);
         if mats.is_empty() {
-            buf.set_stringn(area.x, area.y, "no per-head data at this stage", area.width as usize, state.theme.dim);
+            buf.set_stringn(
+                area.x,
+                area.y,
+                "no per-head data at this stage",
+                area.width as usize,
+                state.theme.dim,
+            );
             return;
         }
         let a = areas(state, area);

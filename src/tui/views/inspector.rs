@@ -33,7 +33,10 @@ pub fn explanation(state: &State) -> Option<Explanation> {
             title: format!("{}[{r},{c}]", m.name),
             lines: vec![
                 format!("KV group {g}, read by query heads {}", readers.join(", ")),
-                format!("token '{}', dimension {c}", m.row_labels.get(r).map_or("", |s| s)),
+                format!(
+                    "token '{}', dimension {c}",
+                    m.row_labels.get(r).map_or("", |s| s)
+                ),
             ],
             value,
         });
@@ -68,7 +71,16 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
             for l in &e.lines {
                 out.push((l.clone(), t.formula));
             }
-            out.push((format!("= {}", significant(e.value, 6)), t.value));
+            // The engine's last line usually ends with the value; repeat it with more
+            // digits only when that adds something.
+            let value = significant(e.value, 6);
+            let said = e
+                .lines
+                .last()
+                .is_some_and(|l| l.ends_with(&format!("= {value}")));
+            if !said {
+                out.push((format!("= {value}"), t.value));
+            }
         }
         None => out.push(("no cell here".into(), t.dim)),
     }
@@ -87,11 +99,18 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
         let stats = state.pipeline.row_stats(state.head);
         if let Some(s) = stats.get(r) {
             out.push((String::new(), t.base));
-            out.push((format!("weights of row {r}, head {}", state.head), t.panel_title));
+            out.push((
+                format!("weights of row {r}, head {}", state.head),
+                t.panel_title,
+            ));
             out.push((stats_line("now", s), t.base));
             let n = state.pipeline.shape.n_k as f64;
             out.push((
-                format!("(uniform would be ln {} = {} nats)", n, fit_number(n.ln(), 5, true)),
+                format!(
+                    "(uniform would be ln {} = {} nats)",
+                    n,
+                    fit_number(n.ln(), 5, true)
+                ),
                 t.dim,
             ));
         }
@@ -99,7 +118,11 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
     if let Some(sc) = &state.scale_change
         && sc.head == state.head
     {
-        let (from, to) = if sc.was_scaled { ("on", "off") } else { ("off", "on") };
+        let (from, to) = if sc.was_scaled {
+            ("on", "off")
+        } else {
+            ("off", "on")
+        };
         out.push((String::new(), t.base));
         out.push((
             format!("1/sqrt(d_k) {from} -> {to}, head {}", sc.head),
@@ -140,7 +163,8 @@ pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
             if y >= inner.bottom() {
                 return;
             }
-            Line::from(Span::styled(piece, style)).render(Rect::new(inner.x, y, inner.width, 1), buf);
+            Line::from(Span::styled(piece, style))
+                .render(Rect::new(inner.x, y, inner.width, 1), buf);
             y += 1;
         }
     }

@@ -70,7 +70,10 @@ impl<'a> MatrixPanel<'a> {
         let g = heatmap.geometry(grid);
         let (r, c) = self.matrix.data.dim();
         let mut spans = vec![
-            Span::styled(state.glyphs.text(&self.title).into_owned(), self.title_style),
+            Span::styled(
+                state.glyphs.text(&self.title).into_owned(),
+                self.title_style,
+            ),
             Span::styled(format!("  [{r} x {c}]"), state.theme.dim),
         ];
         if g.is_clipped() {
@@ -103,5 +106,9 @@ impl<'a> MatrixPanel<'a> {
 
 /// The widest row label of a matrix, in columns.
 pub fn label_width(m: &Matrix) -> usize {
-    m.row_labels.iter().map(|l| text::width(l)).max().unwrap_or(0)
+    m.row_labels
+        .iter()
+        .map(|l| text::width(l))
+        .max()
+        .unwrap_or(0)
 }

@@ -69,7 +69,11 @@ fn pane_areas(state: &State, area: Rect) -> Vec<(usize, Rect)> {
     };
     let width = area.width as usize;
     let sub = state.sub.min(panes.len() - 1);
-    let cell = if need(sub, NUMBER_CELL) <= width { NUMBER_CELL } else { 1 };
+    let cell = if need(sub, NUMBER_CELL) <= width {
+        NUMBER_CELL
+    } else {
+        1
+    };
     let (mut lo, mut hi) = (sub, sub);
     let mut used = need(sub, cell);
     loop {
@@ -86,7 +90,10 @@ fn pane_areas(state: &State, area: Rect) -> Vec<(usize, Rect)> {
     let wants: Vec<usize> = (lo..=hi).map(|i| need(i, MAX_CELL as usize)).collect();
     let total: usize = wants.iter().sum();
     let constraints: Vec<Constraint> = if total <= width {
-        wants.iter().map(|&w| Constraint::Length(w as u16)).collect()
+        wants
+            .iter()
+            .map(|&w| Constraint::Length(w as u16))
+            .collect()
     } else {
         wants.iter().map(|&w| Constraint::Fill(w as u16)).collect()
     };
@@ -175,7 +182,13 @@ fn render_tokens(state: &State, stage: &Stage, area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(5)
         .clamp(5, 24);
-    let header = format!("{:>4}  {}  {:>6}  {}", "pos", text::left("token", tok_w, ""), "id", "width");
+    let header = format!(
+        "{:>4}  {}  {:>6}  {}",
+        "pos",
+        text::left("token", tok_w, ""),
+        "id",
+        "width"
+    );
     buf.set_stringn(area.x, area.y, header, area.width as usize, t.panel_title);
     let rows = area.height.saturating_sub(1) as usize;
     let first = state.cursor.0.saturating_sub(rows.saturating_sub(1));
@@ -192,7 +205,13 @@ fn render_tokens(state: &State, stage: &Stage, area: Rect, buf: &mut Buffer) {
         } else {
             t.base
         };
-        buf.set_stringn(area.x, area.y + 1 + k as u16, line, area.width as usize, style);
+        buf.set_stringn(
+            area.x,
+            area.y + 1 + k as u16,
+            line,
+            area.width as usize,
+            style,
+        );
     }
 }
 
@@ -235,7 +254,13 @@ impl View for PipelineView {
         if stage.matrices.is_empty() {
             let msg = "no data at this stage (see the formula line); Shift+Left/Right steps to one with data";
             for (i, l) in text::wrap(msg, a.formula.width as usize).iter().enumerate() {
-                buf.set_stringn(a.formula.x, a.formula.y + 3 + i as u16, l, a.formula.width as usize, t.dim);
+                buf.set_stringn(
+                    a.formula.x,
+                    a.formula.y + 3 + i as u16,
+                    l,
+                    a.formula.width as usize,
+                    t.dim,
+                );
             }
         } else if stage.id == StageId::Tokens {
             render_tokens(state, stage, a.matrices, buf);
@@ -272,7 +297,11 @@ impl View for PipelineView {
                 let rows = rect.height.saturating_sub(1) as usize;
                 let first = state.cursor.0.saturating_sub(rows.saturating_sub(1));
                 let row = first + (y - rect.y - 1) as usize;
-                return Some(Hit::Cell { sub: 0, row, col: 0 });
+                return Some(Hit::Cell {
+                    sub: 0,
+                    row,
+                    col: 0,
+                });
             }
             return None;
         }
@@ -285,7 +314,9 @@ impl View for PipelineView {
             }
             let p = make_panel(state, i, &masked)?;
             let g = p.geometry(state, rect);
-            return g.cell_at(x, y).map(|(row, col)| Hit::Cell { sub: i, row, col });
+            return g
+                .cell_at(x, y)
+                .map(|(row, col)| Hit::Cell { sub: i, row, col });
         }
         None
     }

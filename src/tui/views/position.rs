@@ -256,23 +256,34 @@ fn ensure_lab(state: &mut State, seed: Option<u64>, shift: Option<usize>) {
     let old = state.views.get::<PositionLab>(ViewKind::Position);
     let seed = seed.or(old.map(|l| l.shuffle_seed)).unwrap_or(config.seed);
     let shift = shift.or(old.map(|l| l.shift)).unwrap_or(DEFAULT_SHIFT);
-    let fresh = old.is_some_and(|l| l.config == config && l.shuffle_seed == seed && l.shift == shift);
+    let fresh =
+        old.is_some_and(|l| l.config == config && l.shuffle_seed == seed && l.shift == shift);
     if fresh {
         return;
     }
     let page = old.map_or(0, |l| l.page);
     match PositionLab::build(&config, seed, shift) {
-        Ok(lab) => state.views.set(ViewKind::Position, PositionLab { page, ..lab }),
+        Ok(lab) => state
+            .views
+            .set(ViewKind::Position, PositionLab { page, ..lab }),
         Err(e) => state.set_status(StatusKind::Error, format!("position experiments: {e}")),
     }
 }
 
 fn verdict(state: &State, diff: f64, want_same: bool) -> (String, Style) {
     let same = diff < SAME;
-    let (ok, bad) = if state.glyphs.ascii { ("ok", "no") } else { ("✓", "✗") };
+    let (ok, bad) = if state.glyphs.ascii {
+        ("ok", "no")
+    } else {
+        ("✓", "✗")
+    };
     let mark = if same == want_same { ok } else { bad };
     let what = if same { "same" } else { "differ" };
-    let style = if same == want_same { state.theme.good } else { state.theme.error };
+    let style = if same == want_same {
+        state.theme.good
+    } else {
+        state.theme.error
+    };
     (format!("max|diff| {} {mark} {what}", sci(diff)), style)
 }
 
@@ -336,7 +347,11 @@ impl Writer<'_> {
 fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
-    let mut w = Writer { area, y: area.y, buf };
+    let mut w = Writer {
+        area,
+        y: area.y,
+        buf,
+    };
     let p = &lab.shift_rope.base;
     let (i, h) = (state.cursor.0, state.head);
     let base = p.rope_base.unwrap_or(ROPE_BASE);
@@ -361,9 +376,19 @@ fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
         w.line(vec![
             Span::styled(format!("({},{}) ", 2 * pair, 2 * pair + 1), t.label),
             Span::styled(angle_glyph(state, theta), t.key),
-            Span::styled(format!(" t={:<5} ", fit_number(theta, 5, !g.ascii)), t.formula),
             Span::styled(
-                format!("{:>5},{:>5} {} {:>5},{:>5}", f(a), f(b), g.right, f(a2), f(b2)),
+                format!(" t={:<5} ", fit_number(theta, 5, !g.ascii)),
+                t.formula,
+            ),
+            Span::styled(
+                format!(
+                    "{:>5},{:>5} {} {:>5},{:>5}",
+                    f(a),
+                    f(b),
+                    g.right,
+                    f(a2),
+                    f(b2)
+                ),
                 t.base,
             ),
         ]);
@@ -411,18 +436,32 @@ fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) 
 
 fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
-    let mut w = Writer { area, y: area.y, buf };
+    let mut w = Writer {
+        area,
+        y: area.y,
+        buf,
+    };
     let n = lab.config.tokens.len();
     let (i, j) = state.cursor;
     w.text("1. shuffle the tokens (no PE, no mask)", t.panel_title);
-    let order: Vec<&str> = lab.perm.iter().map(|&k| lab.config.tokens[k].as_str()).collect();
+    let order: Vec<&str> = lab
+        .perm
+        .iter()
+        .map(|&k| lab.config.tokens[k].as_str())
+        .collect();
     w.text(&format!("   order: {}", order.join(" ")), t.base);
     if let Some(k) = lab.perm.iter().position(|&src| src == i) {
         let token = &lab.config.tokens[i];
         let o = output(&lab.shuffle_nope.base);
         let o2 = output(&lab.shuffle_nope.changed);
-        w.text(&format!("   '{token}' at {i}: out {}", row_preview(o, i, 3)), t.dim);
-        w.text(&format!("   '{token}' at {k}: out {}", row_preview(o2, k, 3)), t.dim);
+        w.text(
+            &format!("   '{token}' at {i}: out {}", row_preview(o, i, 3)),
+            t.dim,
+        );
+        w.text(
+            &format!("   '{token}' at {k}: out {}", row_preview(o2, k, 3)),
+            t.dim,
+        );
     }
     let (s, st) = verdict(state, lab.shuffle_nope.max_diff, true);
     w.text(&format!("   no PE: {s}, outputs permute too"), st);
@@ -430,7 +469,10 @@ fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Bu
     w.text(&format!("   sinusoidal: {s}"), st);
     w.line(vec![]);
     w.text(
-        &format!("2. shift positions by {} ({} {FILLER} in front)", lab.shift, lab.shift),
+        &format!(
+            "2. shift positions by {} ({} {FILLER} in front)",
+            lab.shift, lab.shift
+        ),
         t.panel_title,
     );
     if i < n && j < n {
@@ -455,6 +497,56 @@ fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Bu
     w.text(&format!("   RoPE: {s}, only i-j counts"), st);
     let (s, st) = verdict(state, lab.shift_sin.max_diff, false);
     w.text(&format!("   sinusoidal: {s}"), st);
+}
+
+/// Where the panels go. On narrow screens one page holds the tables, the other the
+/// experiments (the areas of the hidden page are empty).
+struct Areas {
+    sinusoidal: Rect,
+    alibi: Rect,
+    rope: Rect,
+    experiments: Rect,
+}
+
+fn areas(lab: &PositionLab, area: Rect) -> Areas {
+    let narrow = area.width < TWO_PAGES_BELOW;
+    if narrow && lab.page == 1 {
+        return Areas {
+            sinusoidal: Rect::default(),
+            alibi: Rect::default(),
+            rope: Rect::default(),
+            experiments: area,
+        };
+    }
+    let left_pct = if narrow { 42 } else { 48 };
+    let [left, right] = Layout::horizontal([
+        Constraint::Percentage(left_pct),
+        Constraint::Percentage(100 - left_pct),
+    ])
+    .spacing(2)
+    .areas(area);
+    let n = lab.config.tokens.len() as u16;
+    let heads = lab.alibi_slopes.len() as u16;
+    let gap = u16::from(left.height >= n + heads + 7);
+    let [sinusoidal, _, alibi, _] = Layout::vertical([
+        Constraint::Length(n + 3),
+        Constraint::Length(gap),
+        Constraint::Length(heads + 3),
+        Constraint::Fill(1),
+    ])
+    .areas(left);
+    let pairs = (lab.config.d_head() / 2) as u16;
+    let [rope, experiments] = if narrow {
+        [right, Rect::default()]
+    } else {
+        Layout::vertical([Constraint::Length(pairs + 4), Constraint::Fill(1)]).areas(right)
+    };
+    Areas {
+        sinusoidal,
+        alibi,
+        rope,
+        experiments,
+    }
 }
 
 impl View for PositionView {
@@ -500,8 +592,10 @@ impl View for PositionView {
                 "page 1/2: sinusoidal table · ALiBi bias · RoPE rotation (o: experiments)".into()
             }
             Some(_) if narrow => "page 2/2: permutation and shift experiments (o: tables)".into(),
-            _ => "sinusoidal table · RoPE rotation · ALiBi bias · permutation and shift experiments"
-                .into(),
+            _ => {
+                "sinusoidal table · RoPE rotation · ALiBi bias · permutation and shift experiments"
+                    .into()
+            }
         }
     }
 
@@ -513,27 +607,23 @@ impl View for PositionView {
                 "the position experiments rebuild a lesson model; they are not available for tensors loaded from files"
             };
             for (k, l) in text::wrap(msg, area.width as usize).iter().enumerate() {
-                buf.set_stringn(area.x, area.y + k as u16, l, area.width as usize, state.theme.dim);
+                buf.set_stringn(
+                    area.x,
+                    area.y + k as u16,
+                    l,
+                    area.width as usize,
+                    state.theme.dim,
+                );
             }
             return;
         };
-        let [left, right] = Layout::horizontal([Constraint::Percentage(48), Constraint::Percentage(52)])
-            .spacing(2)
-            .areas(area);
-        let heads = lab.alibi_slopes.len() as u16;
-        let [sin_area, alibi_area] =
-            Layout::vertical([Constraint::Fill(1), Constraint::Length(heads + 3)]).areas(left);
-        let pairs = (lab.config.d_head() / 2) as u16;
-        let [rope_area, exp_area] = if area.width < TWO_PAGES_BELOW {
-            // Narrow: the tables on one page, the experiments on the other.
-            if lab.page == 1 {
-                render_experiments(state, lab, area, buf);
-                return;
-            }
-            [right, Rect::default()]
-        } else {
-            Layout::vertical([Constraint::Length(pairs + 4), Constraint::Fill(1)]).areas(right)
-        };
+        let a = areas(lab, area);
+        if a.sinusoidal.is_empty() {
+            render_experiments(state, lab, a.experiments, buf);
+            return;
+        }
+        let (sin_area, alibi_area, rope_area, exp_area) =
+            (a.sinusoidal, a.alibi, a.rope, a.experiments);
         MatrixPanel {
             matrix: &lab.sinusoidal,
             title: lab.sinusoidal.name.clone(),
@@ -555,15 +645,10 @@ impl View for PositionView {
 
     fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let lab = state.views.get::<PositionLab>(ViewKind::Position)?;
-        if area.width < TWO_PAGES_BELOW && lab.page == 1 {
+        let sin_area = areas(lab, area).sinusoidal;
+        if sin_area.is_empty() {
             return None;
         }
-        let [left, _] = Layout::horizontal([Constraint::Percentage(48), Constraint::Percentage(52)])
-            .spacing(2)
-            .areas(area);
-        let heads = lab.alibi_slopes.len() as u16;
-        let [sin_area, _] =
-            Layout::vertical([Constraint::Fill(1), Constraint::Length(heads + 3)]).areas(left);
         let p = MatrixPanel {
             matrix: &lab.sinusoidal,
             title: String::new(),
