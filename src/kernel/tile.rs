@@ -87,6 +87,13 @@ pub struct BlockState {
     pub(crate) qt: AlignedBuf,
     /// Query positions i' = i + Nk - Nq, for ALiBi.
     pub(crate) qpos: AlignedBuf,
+    /// For band masks (none, causal, window, padding): the keys each row sees are
+    /// band_lo <= j < band_hi, so a Partial tile is masked lane-wise.
+    pub(crate) banded: bool,
+    pub(crate) band_lo: AlignedBuf,
+    pub(crate) band_hi: AlignedBuf,
+    /// The union of the rows' bands: keys outside it are masked for the whole block.
+    pub(crate) band: Range<usize>,
     pub(crate) m: AlignedBuf,
     pub(crate) l: AlignedBuf,
     pub(crate) alpha: AlignedBuf,
@@ -196,6 +203,25 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
     for (r, p) in state.qpos.as_mut_slice().iter_mut().enumerate() {
         *p = (rows.start + r) as f32 + offset;
     }
+    state.banded = head.mask.visible_keys(head.b, rows.start).is_some();
+    if state.banded {
+        state.band_lo.resize_zeroed(ld);
+        state.band_hi.resize_zeroed(ld);
+        let (lo, hi) = (state.band_lo.as_mut_slice(), state.band_hi.as_mut_slice());
+        // Padding rows see everything, so they stay finite.
+        hi.fill(f32::INFINITY);
+        state.band = usize::MAX..0;
+        for (r, i) in rows.clone().enumerate() {
+            if let Some(keys) = head.mask.visible_keys(head.b, i) {
+                lo[r] = keys.start as f32;
+                hi[r] = keys.end as f32;
+                if !keys.is_empty() {
+                    state.band.start = state.band.start.min(keys.start);
+                    state.band.end = state.band.end.max(keys.end);
+                }
+            }
+        }
+    }
     state.m.resize_zeroed(ld);
     state.m.as_mut_slice().fill(f32::NEG_INFINITY);
     state.l.resize_zeroed(ld);
@@ -217,6 +243,18 @@ pub(crate) fn process_tile<S: Simd>(
     class: TileClass,
 ) {
     let lanes = S::F32_LANES;
+    // A band mask masks the keys outside the union of the rows' bands for every row of
+    // the block: a diagonal tile computes only the keys some row sees. Those keys would
+    // add exactly 0 to every sum, so the result is the same.
+    let cols = if class == TileClass::Partial && state.banded {
+        cols.start.max(state.band.start)..cols.end.min(state.band.end)
+    } else {
+        cols
+    };
+    if cols.is_empty() {
+        state.alpha.as_mut_slice().fill(1.0);
+        return;
+    }
     let (ld, nk) = (state.ld, cols.len());
     let nvec = ld / lanes;
     scr.st.ensure(head.bc.max(nk) * ld);
@@ -309,7 +347,19 @@ fn add_biases<S: Simd>(
             }
         }
     }
-    if class == TileClass::Partial {
+    if class == TileClass::Partial && state.banded {
+        let ninf = s.splat_f32s(f32::NEG_INFINITY);
+        let (lo, _) = S::as_simd_f32s(state.band_lo.as_slice());
+        let (hi, _) = S::as_simd_f32s(state.band_hi.as_slice());
+        for (jj, j) in cols.clone().enumerate() {
+            let key = s.splat_f32s(j as f32);
+            let (rv, _) = S::as_mut_simd_f32s(&mut st[jj * ld..][..ld]);
+            for ((x, &lo), &hi) in rv.iter_mut().zip(lo).zip(hi) {
+                let outside = s.or_m32s(s.less_than_f32s(key, lo), s.greater_than_or_equal_f32s(key, hi));
+                *x = s.select_f32s(outside, ninf, *x);
+            }
+        }
+    } else if class == TileClass::Partial {
         for (r, i) in state.rows.clone().enumerate() {
             for (jj, j) in cols.clone().enumerate() {
                 let bias = head.mask.bias(head.b, head.h, i, j);
