@@ -7,9 +7,11 @@
 //! - [`naive`]: the f32 path that materialises the score matrix;
 //! - [`reference`]: the f64 truth on tensors;
 //! - [`pipeline`]: tokens to output, every stage named and inspectable;
-//! - [`npy`]: tensors in and out.
+//! - [`npy`]: tensors in and out;
+//! - [`flash`]: FlashAttention's tiles recorded from the kernel's own tiled code.
 
 pub mod config;
+pub mod flash;
 pub mod mask;
 pub mod naive;
 pub mod npy;
