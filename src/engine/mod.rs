@@ -13,9 +13,11 @@
 //! - [`tensors`]: Q, K, V from .npy as checked [B,H,N,d] arrays, and outputs back.
 //! - [`kv_cache`], [`gqa`], [`variants`]: decoding, KV groups, sliding window, BigBird, linear attention;
 //! - [`memory`], [`presets`]: sizes and HBM traffic; real model configurations.
+//! - [`flash`]: FlashAttention's tiles recorded from the kernel's own tiled code.
 
 pub mod config;
 pub mod embed;
+pub mod flash;
 pub mod gqa;
 pub mod kv_cache;
 pub mod limits;
