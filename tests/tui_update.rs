@@ -334,7 +334,7 @@ fn help_opens_and_closes_and_quit_keys_quit() {
 fn tab_cycles_only_the_views_that_exist() {
     let mut s = state();
     let mut seen = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..5 {
         press(&mut s, KeyCode::Tab);
         seen.push(s.view);
     }
@@ -343,13 +343,14 @@ fn tab_cycles_only_the_views_that_exist() {
         [
             ViewKind::Heads,
             ViewKind::Position,
+            ViewKind::Flash,
             ViewKind::Pipeline,
             ViewKind::Heads
         ]
     );
     press_mod(&mut s, KeyCode::BackTab, KeyModifiers::SHIFT);
     assert_eq!(s.view, ViewKind::Pipeline);
-    update(&mut s, Action::SetView(ViewKind::Flash));
+    update(&mut s, Action::SetView(ViewKind::Decode));
     assert_eq!(s.view, ViewKind::Pipeline);
     assert!(
         s.status
@@ -476,7 +477,7 @@ fn a_step_that_does_not_fit_is_applied_in_part_and_said_so() {
     update(
         &mut s,
         Action::ApplyStep(Box::new(ScriptStep {
-            view: Some(ViewKind::Flash),
+            view: Some(ViewKind::Decode),
             head: Some(7),
             stage: Some(StageId::Softmax),
             highlight: vec![(99, 99)],
@@ -490,7 +491,7 @@ fn a_step_that_does_not_fit_is_applied_in_part_and_said_so() {
     assert_eq!(s.cursor, (n - 1, n - 1), "clamped into the matrix");
     let st = s.status.expect("a warning");
     assert!(
-        st.text.contains("flash") && st.text.contains("head 7"),
+        st.text.contains("decode") && st.text.contains("head 7"),
         "{}",
         st.text
     );

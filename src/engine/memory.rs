@@ -752,7 +752,7 @@ pub fn tiled_traffic(
     let start = now;
     let mut after = Vec::with_capacity(tiles as usize);
     // Tile (i, j) in the loop order; `first` and `last` mark the outer loop's edges.
-    let mut tile = |i: u64, j: u64, now: &mut Traffic, dense: &mut Traffic| {
+    let tile = |i: u64, j: u64, now: &mut Traffic, dense: &mut Traffic| {
         let (rows, cols) = (s.rows(i), s.cols(j));
         let skip = skipped(i as usize, j as usize);
         let (mut r, mut w) = (0, 0);

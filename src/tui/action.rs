@@ -72,6 +72,30 @@ pub enum Action {
     },
     /// A command of the current view's own key table (see `View::bindings`).
     ViewCommand(u8),
+    /// A control of the flash view.
+    Flash(FlashAction),
+}
+
+/// The flash view's controls (FlashAttention tile by tile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashAction {
+    /// One tile forward / back in the loop order.
+    NextTile,
+    PrevTile,
+    FirstTile,
+    LastTile,
+    PlayPause,
+    /// More / fewer tiles per second.
+    Faster,
+    Slower,
+    /// Query rows per block (Br) up / down.
+    MoreRows,
+    FewerRows,
+    /// Keys per block (Bc) up / down.
+    MoreKeys,
+    FewerKeys,
+    /// FlashAttention-2 order (query blocks outer) / FlashAttention-1 (key blocks outer).
+    ToggleOrder,
 }
 
 /// Editing the sentence (`e`).

@@ -123,6 +123,8 @@ pub enum When {
     Model,
     /// A script (lesson) is loaded.
     Script,
+    /// No script is loaded (a view's key that a script would take, e.g. Space).
+    NoScript,
     /// The data has several layers (a 4-D `--attn` file).
     Layers,
 }
@@ -566,6 +568,7 @@ impl When {
             When::Always => true,
             When::Model => state.source.is_model(),
             When::Script => state.script.is_some(),
+            When::NoScript => state.script.is_none(),
             When::Layers => state.source.layers() > 1,
         }
     }

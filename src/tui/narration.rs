@@ -92,6 +92,12 @@ pub fn view(kind: crate::tui::ViewKind, lang: Lang) -> Option<&'static str> {
         (V::Position, Lang::Zh) => {
             "没有位置编码时，打乱词元只会同样地打乱输出；RoPE 的分数只取决于相对距离。"
         }
+        (V::Flash, Lang::En) => {
+            "FlashAttention never builds the n x n matrix: tile by tile it keeps each row's running max m and sum l, and rescales the partial output by exp(m_old - m_new) when the max grows."
+        }
+        (V::Flash, Lang::Zh) => {
+            "FlashAttention 从不构造 n x n 矩阵：它逐块计算，为每一行保留运行最大值 m 和运行和 l，最大值变大时把部分输出乘以 exp(m_old - m_new) 重新缩放。"
+        }
         _ => return None,
     })
 }

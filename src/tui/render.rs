@@ -206,7 +206,9 @@ fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
             style,
         );
     }
-    let right = compute_label();
+    let right = views::current(state)
+        .numbers(state)
+        .unwrap_or_else(|| compute_label().to_string());
     let rw = right.len() as u16 + 1;
     let tabs_end = tabs(state, l1).last().map_or(l1.x, |(r, _)| r.right());
     if l1.right() >= tabs_end + rw + 2 {

@@ -127,11 +127,7 @@ impl TileGridGeometry {
         keep: Option<(usize, usize)>,
     ) -> TileGridGeometry {
         let avail = area.width.saturating_sub(label_w) as usize;
-        let cell_w = if cols == 0 {
-            3
-        } else {
-            (avail / cols).clamp(1, 3) as u16
-        };
+        let cell_w = avail.checked_div(cols).map_or(3, |w| w.clamp(1, 3) as u16);
         let vis_cols = (avail / cell_w as usize).min(cols);
         let vis_rows = (area.height.saturating_sub(1) as usize).min(rows);
         let (kr, kc) = keep.unwrap_or((0, 0));
@@ -362,7 +358,14 @@ mod tests {
     #[test]
     fn every_state_has_its_own_glyph_in_ascii_and_unicode() {
         for g in [TileGlyphs::UNICODE, TileGlyphs::ASCII] {
-            let all = [g.todo, g.todo_partial, g.done, g.done_partial, g.skipped, g.current];
+            let all = [
+                g.todo,
+                g.todo_partial,
+                g.done,
+                g.done_partial,
+                g.skipped,
+                g.current,
+            ];
             for (i, a) in all.iter().enumerate() {
                 assert!(all[i + 1..].iter().all(|b| b != a), "{a} repeats");
             }

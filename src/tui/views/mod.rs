@@ -5,6 +5,7 @@
 //! benchmark pick it up from there; its own keys (from [`View::bindings`]) appear in the
 //! help and the hint bar while it is open.
 
+pub mod flash;
 mod heads;
 mod inspector;
 pub(crate) mod panel;
@@ -59,6 +60,12 @@ pub trait View: Sync {
         String::new()
     }
 
+    /// What computed the numbers on screen, when it is not the f64 reference pipeline
+    /// alone (the header's right end).
+    fn numbers(&self, _state: &State) -> Option<String> {
+        None
+    }
+
     fn render(&self, state: &State, area: Rect, buf: &mut Buffer);
 
     /// What is under screen position (x, y) of the view's `area`.
@@ -72,6 +79,7 @@ pub static VIEWS: &[&dyn View] = &[
     &pipeline::PipelineView,
     &heads::HeadsView,
     &position::PositionView,
+    &flash::FlashView,
 ];
 
 pub fn find(kind: ViewKind) -> Option<&'static dyn View> {
