@@ -250,10 +250,20 @@ fn keys_come_from_the_shared_table_and_show_in_help_and_hints() {
     assert_eq!(position(&s), the_lab(&s).tiles() - 1);
     press(&mut s, KeyCode::Char('g'));
     assert_eq!(position(&s), 0);
-    // The arrows pick any tile.
+    // The arrows pick any tile, and so does a click on the grid (its first tile row is
+    // line 6 of the screen: header, blank line, status line, column labels).
     press(&mut s, KeyCode::Down);
     press(&mut s, KeyCode::Right);
     assert_eq!(s.cursor, (1, 1));
+    update(
+        &mut s,
+        Action::Resize {
+            cols: 120,
+            rows: 40,
+        },
+    );
+    update(&mut s, Action::Click { x: 7, y: 8 });
+    assert_eq!(s.cursor, (2, 1));
     let h: Vec<String> = hints(&s)
         .into_iter()
         .map(|(k, d)| format!("{k} {d}"))

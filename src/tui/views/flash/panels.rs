@@ -91,15 +91,12 @@ fn areas(lab: &FlashLab, area: Rect) -> Areas {
         top.height,
     );
     let (sram, rows) = if wide {
-        // The SRAM takes what its blocks need; the table and convergence the rest.
-        let need = sram_height(lab, right.width).min(right.height);
-        let sram = Rect::new(right.x, right.y, right.width, need);
-        let rows = Rect::new(
-            right.x,
-            sram.bottom(),
-            right.width,
-            right.height.saturating_sub(need),
-        );
+        // The per-row table keeps its lines (up to half the column); the SRAM blocks
+        // get the rest, and the table moves up under them when they need less.
+        let table = rows_height(lab).min(right.height / 2).max(4);
+        let sram_h = right.height.saturating_sub(table);
+        let sram = Rect::new(right.x, right.y, right.width, sram_h);
+        let rows = Rect::new(right.x, sram.bottom(), right.width, table);
         (sram, rows)
     } else {
         (right, Rect::new(area.x, top.bottom(), area.width, rows_h))
@@ -227,8 +224,19 @@ pub fn render(state: &State, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
     if !a.output.is_empty() {
         render_output(state, lab, k, a.output, buf);
     }
-    render_sram(state, lab, tile, a.sram, buf);
-    render_rows(state, lab, k, a.rows, buf);
+    let below = render_sram(state, lab, tile, a.sram, buf);
+    // On wide screens the table moves up under the blocks when they leave room.
+    let rows = if a.rows.x == a.sram.x && below + 1 < a.rows.y {
+        Rect::new(
+            a.rows.x,
+            below + 1,
+            a.rows.width,
+            a.rows.bottom() - below - 1,
+        )
+    } else {
+        a.rows
+    };
+    render_rows(state, lab, k, rows, buf);
     render_traffic(state, lab, k, a.traffic, buf);
 }
 
@@ -339,12 +347,16 @@ struct Block<'a> {
     masked: bool,
 }
 
-/// Widest row label of a block.
-const BLOCK_LABEL_W: usize = 6;
+/// Widest row label of a block (longer tokens are cut).
+const BLOCK_LABEL_W: usize = 8;
 
+/// The width that gives every column `cell` columns, with the label gutter the heatmap
+/// will choose for that width (the widest label, at most a fifth of the width).
 fn block_width(title_w: usize, label_w: usize, ncols: usize, cell: u16, max: u16) -> u16 {
-    let heat = label_w.min(BLOCK_LABEL_W) as u16 + 1 + ncols as u16 * cell;
-    heat.max(title_w as u16).min(max)
+    let cells = ncols as u16 * cell;
+    let guess = label_w.min(BLOCK_LABEL_W) as u16 + 1 + cells;
+    let gutter = label_w.min((guess as usize / 5).max(4).max(label_w.min(BLOCK_LABEL_W))) as u16;
+    (gutter + 1 + cells).max(title_w as u16).min(max)
 }
 
 impl Block<'_> {
@@ -358,11 +370,19 @@ impl Block<'_> {
     }
 }
 
+/// Narrowest block cell: a gap and a 4-character number.
+const MIN_CELL: u16 = 5;
+
 fn cell_width(area_w: u16) -> u16 {
     if area_w >= 100 { 7 } else { 6 }
 }
 
-/// Place blocks of (width, height) left to right in bands; None if they do not fit.
+/// Lines a block needs at least: its title, column labels and one row.
+const BLOCK_MIN_H: u16 = 3;
+
+/// Place blocks of (width, height) left to right in bands, cutting the rows of blocks
+/// in a band that reaches the bottom; None if some block gets fewer than
+/// [`BLOCK_MIN_H`] lines.
 fn pack(sizes: &[(u16, u16)], area: Rect) -> Option<Vec<Rect>> {
     let (mut x, mut y, mut band_h) = (area.x, area.y, 0);
     let mut out = Vec::with_capacity(sizes.len());
@@ -372,7 +392,8 @@ fn pack(sizes: &[(u16, u16)], area: Rect) -> Option<Vec<Rect>> {
             band_h = 0;
             x = area.x;
         }
-        if y + h > area.bottom() {
+        let h = h.min(area.bottom().saturating_sub(y));
+        if h < BLOCK_MIN_H {
             return None;
         }
         out.push(Rect::new(x, y, w, h));
@@ -382,44 +403,17 @@ fn pack(sizes: &[(u16, u16)], area: Rect) -> Option<Vec<Rect>> {
     Some(out)
 }
 
-/// Lines the SRAM panel needs at `width` to draw all four blocks of a tile.
-fn sram_height(lab: &FlashLab, width: u16) -> u16 {
-    let cell = cell_width(width);
-    let (br, bc) = (lab.key.br.min(lab.trace.n_q), lab.key.bc.min(lab.trace.n_k));
-    let sizes = [
-        (
-            block_width(12, BLOCK_LABEL_W, lab.trace.d, cell, width),
-            br as u16 + 2,
-        ),
-        (
-            block_width(12, BLOCK_LABEL_W, lab.trace.d, cell, width),
-            bc as u16 + 2,
-        ),
-        (
-            block_width(12, BLOCK_LABEL_W, lab.trace.dv, cell, width),
-            bc as u16 + 2,
-        ),
-        (
-            block_width(12, BLOCK_LABEL_W, bc, cell, width),
-            br as u16 + 2,
-        ),
-    ];
-    let tall = Rect::new(0, 0, width, u16::MAX / 2);
-    pack(&sizes, tall).map_or(1, |rects| {
-        rects.iter().map(|r| r.bottom()).max().unwrap_or(0) + 2
-    })
-}
-
-/// Draw the SRAM panel: what is on chip for tile (i, j).
+/// Draw the SRAM panel: what is on chip for tile (i, j). Returns the first line below
+/// what it drew.
 fn render_sram(
     state: &State,
     lab: &FlashLab,
     (i, j): (usize, usize),
     area: Rect,
     buf: &mut Buffer,
-) {
+) -> u16 {
     if area.height == 0 {
-        return;
+        return area.y;
     }
     let t = &state.theme;
     let g = &state.glyphs;
@@ -462,21 +456,22 @@ fn render_sram(
             masked: true,
         });
     }
-    // Drop blocks from the front (Q first) until the rest fit; say which are not drawn.
-    let cell = cell_width(area.width);
+    // Narrower numbers before fewer blocks: drop blocks from the front (Q first) only
+    // when even 5-column cells do not fit, and say which are not drawn.
+    let widest = cell_width(area.width);
     let body = Rect::new(area.x, area.y + 1, area.width, area.height - 1);
-    let sizes: Vec<(u16, u16)> = blocks
-        .iter()
-        .map(|b| (b.width(cell, area.width), b.height()))
-        .collect();
-    let mut first = 0;
-    let mut placed = None;
-    while first < blocks.len() {
-        if let Some(r) = pack(&sizes[first..], body) {
-            placed = Some(r);
-            break;
+    let (mut first, mut cell, mut placed) = (blocks.len(), widest, Vec::new());
+    'fit: for drop in 0..blocks.len() {
+        for c in (MIN_CELL..=widest).rev() {
+            let sizes: Vec<(u16, u16)> = blocks[drop..]
+                .iter()
+                .map(|b| (b.width(c, area.width), b.height()))
+                .collect();
+            if let Some(r) = pack(&sizes, body) {
+                (first, cell, placed) = (drop, c, r);
+                break 'fit;
+            }
         }
-        first += 1;
     }
     let hidden: Vec<&str> = blocks[..first]
         .iter()
@@ -492,7 +487,7 @@ fn render_sram(
         format!("SRAM: K{j}, V{j}; skipped: Q{i}, O{i}, l, m stay in HBM")
     } else if skipped {
         format!("SRAM: Q{i}, O{i}, l, m; skipped: K{j}, V{j} not loaded")
-    } else if hidden.is_empty() {
+    } else if hidden.is_empty() || first == blocks.len() {
         format!("SRAM: Q{i}, K{j}, V{j}, O{i}, l, m and S = Q{i} K{j}ᵀ x scale{mask_note}")
     } else {
         let shown: Vec<&str> = blocks[first..]
@@ -500,10 +495,14 @@ fn render_sram(
             .filter(|b| !b.masked)
             .map(|b| b.title.split(' ').next().unwrap_or(""))
             .collect();
+        let shown = if shown.is_empty() {
+            String::new()
+        } else {
+            format!("{}; ", shown.join(", "))
+        };
         format!(
-            "SRAM ({} not drawn): {}; S = Q{i} K{j}ᵀ x scale{mask_note}",
-            hidden.join(", "),
-            shown.join(", ")
+            "SRAM ({} not drawn): {shown}S = Q{i} K{j}ᵀ x scale{mask_note}",
+            hidden.join(", ")
         )
     };
     buf.set_stringn(
@@ -513,9 +512,15 @@ fn render_sram(
         area.width as usize,
         t.panel_title,
     );
-    for (b, rect) in blocks[first..].iter().zip(placed.unwrap_or_default()) {
+    let bottom = placed
+        .iter()
+        .map(|r| r.bottom())
+        .max()
+        .unwrap_or(area.y + 1);
+    for (b, rect) in blocks[first..].iter().zip(placed) {
         render_block(state, b, rect, cell, buf);
     }
+    bottom
 }
 
 fn render_block(state: &State, b: &Block, area: Rect, cell: u16, buf: &mut Buffer) {
@@ -834,7 +839,7 @@ fn render_output(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut 
     let g = &state.glyphs;
     let (o, done): (Array2<f64>, Vec<bool>) = lab.output_after(k);
     let final_rows = done.iter().filter(|d| **d).count();
-    let title = format!("O so far: {final_rows}/{} rows final", o.nrows());
+    let title = format!("O so far ({final_rows}/{} final)", o.nrows());
     buf.set_stringn(
         area.x,
         area.y,
