@@ -112,10 +112,16 @@ pub fn trace(
     let (n_k, dk) = k.dim();
     let (n_v, dv) = v.dim();
     let shape = ProblemShape::from_dims([1, 1, n_q, d], [1, 1, n_k, dk], [1, 1, n_v, dv])?;
-    let (q, k, v) = (q.as_standard_layout(), k.as_standard_layout(), v.as_standard_layout());
+    let (q, k, v) = (
+        q.as_standard_layout(),
+        k.as_standard_layout(),
+        v.as_standard_layout(),
+    );
     let as_slice = |a: &ndarray::CowArray<'_, f32, ndarray::Ix2>| a.as_slice().map(<[f32]>::to_vec);
     let (Some(q), Some(k), Some(v)) = (as_slice(&q), as_slice(&k), as_slice(&v)) else {
-        return Err(crate::Error::Internal("standard layout is not contiguous".into()));
+        return Err(crate::Error::Internal(
+            "standard layout is not contiguous".into(),
+        ));
     };
     let mut rec = Recorder { events: Vec::new() };
     let (out, lse, tier) = kernel::attention_observed(
@@ -141,7 +147,10 @@ pub fn trace(
         scale: spec.scale,
         tier,
         events: rec.events,
-        out: out.chunks(dv).map(|r| r.iter().map(|&x| x as f64).collect()).collect(),
+        out: out
+            .chunks(dv)
+            .map(|r| r.iter().map(|&x| x as f64).collect())
+            .collect(),
         lse: lse.iter().map(|&x| x as f64).collect(),
     })
 }

@@ -364,7 +364,11 @@ mod tests {
                     for i in 0..nq {
                         let keys = m.visible_keys(b, i).unwrap();
                         for j in 0..m.n_k() {
-                            assert_eq!(!m.is_masked(b, 0, i, j), keys.contains(&j), "{kind} {nq}x{nk} b{b} ({i},{j})");
+                            assert_eq!(
+                                !m.is_masked(b, 0, i, j),
+                                keys.contains(&j),
+                                "{kind} {nq}x{nk} b{b} ({i},{j})"
+                            );
                         }
                     }
                 }

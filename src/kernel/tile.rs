@@ -210,17 +210,19 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
         let (lo, hi) = (state.band_lo.as_mut_slice(), state.band_hi.as_mut_slice());
         // Padding rows see everything, so they stay finite.
         hi.fill(f32::INFINITY);
-        state.band = usize::MAX..0;
+        // The union of the bands; it stays empty if every row is fully masked.
+        let (mut first, mut last) = (usize::MAX, 0);
         for (r, i) in rows.clone().enumerate() {
             if let Some(keys) = head.mask.visible_keys(head.b, i) {
                 lo[r] = keys.start as f32;
                 hi[r] = keys.end as f32;
                 if !keys.is_empty() {
-                    state.band.start = state.band.start.min(keys.start);
-                    state.band.end = state.band.end.max(keys.end);
+                    first = first.min(keys.start);
+                    last = last.max(keys.end);
                 }
             }
         }
+        state.band = first..last;
     }
     state.m.resize_zeroed(ld);
     state.m.as_mut_slice().fill(f32::NEG_INFINITY);
@@ -297,7 +299,11 @@ pub(crate) fn process_tile<S: Simd>(
         );
         for v in 0..nvec {
             let o = v * lanes;
-            let nl = s.mul_add_e_f32s(load::<S>(l.add(o)), load::<S>(alpha.add(o)), load::<S>(lsum.add(o)));
+            let nl = s.mul_add_e_f32s(
+                load::<S>(l.add(o)),
+                load::<S>(alpha.add(o)),
+                load::<S>(lsum.add(o)),
+            );
             store::<S>(l.add(o), nl);
         }
     }
@@ -355,7 +361,10 @@ fn add_biases<S: Simd>(
             let key = s.splat_f32s(j as f32);
             let (rv, _) = S::as_mut_simd_f32s(&mut st[jj * ld..][..ld]);
             for ((x, &lo), &hi) in rv.iter_mut().zip(lo).zip(hi) {
-                let outside = s.or_m32s(s.less_than_f32s(key, lo), s.greater_than_or_equal_f32s(key, hi));
+                let outside = s.or_m32s(
+                    s.less_than_f32s(key, lo),
+                    s.greater_than_or_equal_f32s(key, hi),
+                );
                 *x = s.select_f32s(outside, ninf, *x);
             }
         }
@@ -392,8 +401,14 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
     let ninf = s.splat_f32s(f32::NEG_INFINITY);
     // SAFETY: every buffer holds at least `ld` = nvec * lanes values.
     unsafe {
-        let (m, alpha) = (state.m.as_mut_slice().as_mut_ptr(), state.alpha.as_mut_slice().as_mut_ptr());
-        let (tmax, shift) = (scr.tmax.as_slice().as_ptr(), scr.shift.as_mut_slice().as_mut_ptr());
+        let (m, alpha) = (
+            state.m.as_mut_slice().as_mut_ptr(),
+            state.alpha.as_mut_slice().as_mut_ptr(),
+        );
+        let (tmax, shift) = (
+            scr.tmax.as_slice().as_ptr(),
+            scr.shift.as_mut_slice().as_mut_ptr(),
+        );
         for v in 0..nvec {
             let o = v * lanes;
             let m_old = load::<S>(m.add(o));
@@ -405,7 +420,10 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
             );
             store::<S>(m.add(o), m_new);
             store::<S>(alpha.add(o), a);
-            store::<S>(shift.add(o), s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new));
+            store::<S>(
+                shift.add(o),
+                s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new),
+            );
         }
     }
 }
@@ -418,7 +436,10 @@ fn exp_and_sum<S: Simd>(s: S, scr: &mut TileScratch, ld: usize, nk: usize, nvec:
     // SAFETY: st holds nk rows of ld; shift and lsum hold ld values.
     unsafe {
         let st = scr.st.as_mut_slice().as_mut_ptr();
-        let (shift, lsum) = (scr.shift.as_slice().as_ptr(), scr.lsum.as_mut_slice().as_mut_ptr());
+        let (shift, lsum) = (
+            scr.shift.as_slice().as_ptr(),
+            scr.lsum.as_mut_slice().as_mut_ptr(),
+        );
         for v in 0..nvec {
             let o = v * lanes;
             let m = load::<S>(shift.add(o));
@@ -541,6 +562,10 @@ pub(crate) fn fa1_head<S: Simd, O: TileObserver>(
     }
     for state in &states {
         let rows = state.rows.clone();
-        finish_block(state, &mut out[rows.start * head.dv..rows.end * head.dv], &mut lse[rows]);
+        finish_block(
+            state,
+            &mut out[rows.start * head.dv..rows.end * head.dv],
+            &mut lse[rows],
+        );
     }
 }
