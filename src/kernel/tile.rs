@@ -290,23 +290,7 @@ pub(crate) fn process_tile<S: Simd>(
 
     // 3. P = 2^(S - shift) in place, and its row sums; l = alpha l + rowsum(P).
     exp_and_sum::<S>(s, scr, ld, nk, nvec);
-    // SAFETY: l, alpha and lsum hold `ld` = nvec * lanes values.
-    unsafe {
-        let (l, alpha, lsum) = (
-            state.l.as_mut_slice().as_mut_ptr(),
-            state.alpha.as_slice().as_ptr(),
-            scr.lsum.as_slice().as_ptr(),
-        );
-        for v in 0..nvec {
-            let o = v * lanes;
-            let nl = s.mul_add_e_f32s(
-                load::<S>(l.add(o)),
-                load::<S>(alpha.add(o)),
-                load::<S>(lsum.add(o)),
-            );
-            store::<S>(l.add(o), nl);
-        }
-    }
+    update_running_sum::<S>(s, state, scr);
 
     // 4. O = alpha O for rows whose max moved, then O += P V_j.
     rescale_rows::<S>(s, state);
@@ -425,6 +409,18 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
                 s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new),
             );
         }
+    }
+}
+
+/// The second half of the online-softmax update: l = alpha l + (row sums of this tile).
+#[inline(always)]
+fn update_running_sum<S: Simd>(s: S, state: &mut BlockState, scr: &TileScratch) {
+    let ld = state.ld;
+    let (l, _) = S::as_mut_simd_f32s(&mut state.l.as_mut_slice()[..ld]);
+    let (alpha, _) = S::as_simd_f32s(&state.alpha.as_slice()[..ld]);
+    let (lsum, _) = S::as_simd_f32s(&scr.lsum.as_slice()[..ld]);
+    for ((l, &a), &t) in l.iter_mut().zip(alpha).zip(lsum) {
+        *l = s.mul_add_e_f32s(*l, a, t);
     }
 }
 
