@@ -188,6 +188,32 @@ fn every_event_is_an_online_softmax_over_the_keys_seen() {
                         );
                         last_m[i] = e.m[r];
                     }
+                    // The tile's scores, as an independent dot product with the bias.
+                    let cols = e.k_block * bc..((e.k_block + 1) * bc).min(n_k);
+                    match &e.s {
+                        None => assert!(e.skipped),
+                        Some(tile) => {
+                            assert_eq!(tile.len(), e.rows.len());
+                            for (r, i) in e.rows.clone().enumerate() {
+                                for (jj, j) in cols.clone().enumerate() {
+                                    let bias = sp.mask.bias(0, 0, i, j);
+                                    let got = tile[r][jj];
+                                    if bias == f64::NEG_INFINITY {
+                                        assert_eq!(got, f64::NEG_INFINITY, "{mask} s[{i}][{j}]");
+                                    } else {
+                                        let dot: f64 = (0..5)
+                                            .map(|c| q[[i, c]] as f64 * k[[j, c]] as f64)
+                                            .sum();
+                                        let want = dot * sp.scale + bias;
+                                        assert!(
+                                            (got - want).abs() < 1e-5 * (1.0 + want.abs()),
+                                            "{mask} s[{i}][{j}] {got} vs {want}"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
                     if e.skipped {
                         assert_eq!(
                             sp.mask.tile_class(

@@ -12,7 +12,7 @@ use ndarray::ArrayView2;
 
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::Result;
-use crate::kernel::{self, BlockView, Tier, TileObserver};
+use crate::kernel::{self, BlockView, ScoresView, Tier, TileObserver};
 
 pub use crate::kernel::LoopOrder;
 
@@ -34,6 +34,9 @@ pub struct TileEvent {
     pub alpha: Vec<f64>,
     /// Per row: the output so far, normalised by l (softmax over the keys seen, times V).
     pub o: Vec<Vec<f64>>,
+    /// The tile's scores S = scale Q_i K_j^T + biases, [rows][keys of the tile], -inf
+    /// where masked, as the kernel computed them; None for a skipped tile.
+    pub s: Option<Vec<Vec<f64>>>,
 }
 
 /// Every tile event of one head, and the result.
@@ -80,11 +83,23 @@ pub struct TraceOptions {
 
 struct Recorder {
     events: Vec<TileEvent>,
+    /// The scores of the tile in progress, until its state arrives.
+    scores: Option<Vec<Vec<f64>>>,
 }
 
 impl TileObserver for Recorder {
+    fn scores(&mut self, _: usize, _: usize, s: ScoresView<'_>) {
+        let cols = s.cols();
+        self.scores = Some(
+            (0..s.rows())
+                .map(|r| cols.clone().map(|j| s.s(r, j)).collect())
+                .collect(),
+        );
+    }
+
     fn tile(&mut self, q_block: usize, k_block: usize, skipped: bool, state: BlockView<'_>) {
         let n = state.rows().len();
+        let s = self.scores.take();
         self.events.push(TileEvent {
             q_block,
             k_block,
@@ -94,6 +109,7 @@ impl TileObserver for Recorder {
             l: (0..n).map(|r| state.l(r)).collect(),
             alpha: (0..n).map(|r| state.alpha(r)).collect(),
             o: (0..n).map(|r| state.o(r)).collect(),
+            s: if skipped { None } else { s },
         });
     }
 }
@@ -123,7 +139,10 @@ pub fn trace(
             "standard layout is not contiguous".into(),
         ));
     };
-    let mut rec = Recorder { events: Vec::new() };
+    let mut rec = Recorder {
+        events: Vec::new(),
+        scores: None,
+    };
     let (out, lse, tier) = kernel::attention_observed(
         &shape,
         &q,

@@ -32,7 +32,7 @@ pub mod tile;
 pub use buf::AlignedBuf;
 pub use pool::default_threads;
 pub use tier::{SIMD_ENV, Tier, available_tiers};
-pub use tile::{BlockView, NoObserver, TileObserver};
+pub use tile::{BlockView, NoObserver, ScoresView, TileObserver};
 
 /// Query rows per block (Br). 64 rows are one AVX-512 S^T register block wide (4 vectors
 /// of 16 lanes), and Q_i^T at d = 64 is 16 KB, which stays in L1 while the keys stream by.

@@ -157,7 +157,43 @@ impl BlockView<'_> {
 /// Called after every tile of the tiled loop. The fast path uses [`NoObserver`], which
 /// compiles to nothing.
 pub trait TileObserver {
+    /// After tile (q_block, k_block): the block's state, or that the tile was skipped.
     fn tile(&mut self, q_block: usize, k_block: usize, skipped: bool, state: BlockView<'_>);
+
+    /// During a computed tile, once its scores S = scale Q_i K_j^T + biases are complete
+    /// and before the softmax uses them.
+    fn scores(&mut self, _q_block: usize, _k_block: usize, _scores: ScoresView<'_>) {}
+}
+
+/// The scores of one tile, in natural units, as the kernel computed them.
+pub struct ScoresView<'a> {
+    rows: usize,
+    cols: Range<usize>,
+    /// The keys actually computed (a band mask trims the rest, which are masked).
+    computed: Range<usize>,
+    st: &'a [f32],
+    ld: usize,
+}
+
+impl ScoresView<'_> {
+    /// Rows of the query block.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Keys of the tile.
+    pub fn cols(&self) -> Range<usize> {
+        self.cols.clone()
+    }
+
+    /// Score of block row `r` against key `j` (absolute); -inf where masked.
+    pub fn s(&self, r: usize, j: usize) -> f64 {
+        if self.computed.contains(&j) {
+            self.st[(j - self.computed.start) * self.ld + r] as f64 * std::f64::consts::LN_2
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
 }
 
 /// The observer of the fast path: records nothing.
@@ -236,15 +272,19 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
 /// Process tile (Q_i, K_j) for the columns `cols`, which the mask classed `class`
 /// (never Empty: empty tiles are skipped by the loops).
 #[inline(always)]
-pub(crate) fn process_tile<S: Simd>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn process_tile<S: Simd, O: TileObserver>(
     s: S,
     head: &Head<'_>,
+    (qb, kb): (usize, usize),
     state: &mut BlockState,
     scr: &mut TileScratch,
-    cols: Range<usize>,
     class: TileClass,
+    observer: &mut O,
 ) {
     let lanes = S::F32_LANES;
+    let tile_cols = head.k_cols(kb);
+    let cols = tile_cols.clone();
     // A band mask masks the keys outside the union of the rows' bands for every row of
     // the block: a diagonal tile computes only the keys some row sees. Those keys would
     // add exactly 0 to every sum, so the result is the same.
@@ -284,6 +324,17 @@ pub(crate) fn process_tile<S: Simd>(
     if !plain {
         add_biases::<S>(s, head, state, scr, cols.clone(), class);
     }
+    observer.scores(
+        qb,
+        kb,
+        ScoresView {
+            rows: state.rows.len(),
+            cols: tile_cols,
+            computed: cols.clone(),
+            st: scr.st.as_slice(),
+            ld,
+        },
+    );
 
     // 2. The online-softmax update of m, and the shift each score is taken against.
     online_softmax_step::<S>(s, state, scr, nvec);
@@ -521,7 +572,7 @@ pub(crate) fn fa2_block<S: Simd, O: TileObserver>(
         let class = head.class(qb, kb);
         let skipped = class == TileClass::Empty;
         if !skipped {
-            process_tile(s, head, state, scr, head.k_cols(kb), class);
+            process_tile(s, head, (qb, kb), state, scr, class, observer);
         }
         observer.tile(qb, kb, skipped, BlockView { state, skipped });
     }
@@ -551,7 +602,7 @@ pub(crate) fn fa1_head<S: Simd, O: TileObserver>(
             let class = head.class(qb, kb);
             let skipped = class == TileClass::Empty;
             if !skipped {
-                process_tile(s, head, state, scr, head.k_cols(kb), class);
+                process_tile(s, head, (qb, kb), state, scr, class, observer);
             }
             observer.tile(qb, kb, skipped, BlockView { state, skipped });
         }
