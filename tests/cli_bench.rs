@@ -16,16 +16,54 @@ fn bench(args: &[&str], simd: Option<&str>) -> std::process::Output {
 
 #[test]
 fn json_records_carry_every_field() {
-    let out = bench(&["--n", "40,33", "--d", "16", "--heads", "2", "--kv-heads", "1", "--threads", "1,2", "--kernels", "flash,naive,reference", "--json"], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bench(
+        &[
+            "--n",
+            "40,33",
+            "--d",
+            "16",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--threads",
+            "1,2",
+            "--kernels",
+            "flash,naive,reference",
+            "--json",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let recs = v.as_array().unwrap();
     assert_eq!(recs.len(), 2 * 3 * 2);
     for r in recs {
-        for key in ["kernel", "n", "d", "heads", "kv_heads", "causal", "threads", "ms", "gflops", "peak_gflops", "pct_peak", "simd"] {
+        for key in [
+            "kernel",
+            "n",
+            "d",
+            "heads",
+            "kv_heads",
+            "causal",
+            "threads",
+            "ms",
+            "gflops",
+            "peak_gflops",
+            "pct_peak",
+            "simd",
+        ] {
             assert!(r.get(key).is_some(), "missing {key} in {r}");
         }
-        let (ms, gflops, peak) = (r["ms"].as_f64().unwrap(), r["gflops"].as_f64().unwrap(), r["peak_gflops"].as_f64().unwrap());
+        let (ms, gflops, peak) = (
+            r["ms"].as_f64().unwrap(),
+            r["gflops"].as_f64().unwrap(),
+            r["peak_gflops"].as_f64().unwrap(),
+        );
         let n = r["n"].as_f64().unwrap();
         assert!(ms > 0.0 && peak > 0.0);
         assert!((gflops - 4.0 * 2.0 * n * n * 16.0 / (ms * 1e6)).abs() < 1e-6 * gflops);
@@ -41,16 +79,53 @@ fn json_records_carry_every_field() {
 
 #[test]
 fn causal_halves_the_flops_and_the_table_is_the_default() {
-    let out = bench(&["--n", "32", "--d", "8", "--heads", "1", "--threads", "1", "--kernels", "flash", "--causal"], None);
+    let out = bench(
+        &[
+            "--n",
+            "32",
+            "--d",
+            "8",
+            "--heads",
+            "1",
+            "--threads",
+            "1",
+            "--kernels",
+            "flash",
+            "--causal",
+        ],
+        None,
+    );
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("FMA peak") && text.contains("GFLOP/s") && text.contains("% peak"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("flash") && l.contains("yes")), "{text}");
+    assert!(
+        text.contains("FMA peak") && text.contains("GFLOP/s") && text.contains("% peak"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("flash") && l.contains("yes")),
+        "{text}"
+    );
 }
 
 #[test]
 fn attnviz_simd_forces_a_tier_or_refuses_it() {
-    let out = bench(&["--n", "24", "--d", "8", "--heads", "1", "--threads", "1", "--kernels", "flash", "--json"], Some("scalar"));
+    let out = bench(
+        &[
+            "--n",
+            "24",
+            "--d",
+            "8",
+            "--heads",
+            "1",
+            "--threads",
+            "1",
+            "--kernels",
+            "flash",
+            "--json",
+        ],
+        Some("scalar"),
+    );
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v[0]["simd"], "scalar");
@@ -58,7 +133,11 @@ fn attnviz_simd_forces_a_tier_or_refuses_it() {
     let out = bench(&["--n", "24", "--kernels", "flash"], Some("sse9"));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ATTNVIZ_SIMD"));
-    let missing = if cfg!(target_arch = "x86_64") { "neon" } else { "avx512" };
+    let missing = if cfg!(target_arch = "x86_64") {
+        "neon"
+    } else {
+        "avx512"
+    };
     let out = bench(&["--n", "24", "--kernels", "flash"], Some(missing));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run"));
@@ -74,7 +153,12 @@ fn usage_errors_exit_2() {
         vec!["--threads", "0"],
     ] {
         let out = bench(&args, None);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = bench(&["--ui"], None);
     assert!(String::from_utf8_lossy(&out.stderr).contains("app"));

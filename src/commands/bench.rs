@@ -161,13 +161,15 @@ struct Plan {
 impl Plan {
     fn from_args(a: &BenchArgs) -> Result<Plan> {
         if a.n.is_empty() || a.n.contains(&0) {
-            return Err(Error::usage("--n needs sequence lengths >= 1, e.g. --n 256,1024"));
+            return Err(Error::usage(
+                "--n needs sequence lengths >= 1, e.g. --n 256,1024",
+            ));
         }
         if a.d == 0 || a.heads == 0 {
             return Err(Error::usage("--d and --heads must be at least 1"));
         }
         let kv_heads = a.kv_heads.unwrap_or(a.heads);
-        if kv_heads == 0 || a.heads % kv_heads != 0 {
+        if kv_heads == 0 || !a.heads.is_multiple_of(kv_heads) {
             return Err(Error::usage(format!(
                 "--kv-heads {kv_heads} must divide --heads {} (GQA/MQA)",
                 a.heads
@@ -200,7 +202,9 @@ impl Plan {
             }
         }
         if kernels.is_empty() {
-            return Err(Error::usage("--kernels needs at least one of flash, naive, reference"));
+            return Err(Error::usage(
+                "--kernels needs at least one of flash, naive, reference",
+            ));
         }
         Ok(Plan {
             ns: a.n.clone(),
@@ -252,10 +256,20 @@ fn make_inputs(p: &Plan, n: usize) -> Result<Inputs> {
     let q = fill(p.batch * p.heads * n * p.d);
     let k = fill(p.batch * p.kv_heads * n * p.d);
     let v = fill(p.batch * p.kv_heads * n * p.d);
-    let kind = if p.causal { MaskKind::Causal } else { MaskKind::None };
+    let kind = if p.causal {
+        MaskKind::Causal
+    } else {
+        MaskKind::None
+    };
     let mask = Mask::resolve(&kind, p.batch, p.heads, n, n)?;
     let spec = AttnSpec::new(&shape, mask, false, None);
-    Ok(Inputs { shape, q, k, v, spec })
+    Ok(Inputs {
+        shape,
+        q,
+        k,
+        v,
+        spec,
+    })
 }
 
 fn measure(
@@ -276,8 +290,15 @@ fn measure(
             };
             let s = &inp.shape;
             let call = || {
-                kernel::attention(s, inp.q.as_slice(), inp.k.as_slice(), inp.v.as_slice(), &inp.spec, &opts)
-                    .map(|o| std::hint::black_box(o.out.len()))
+                kernel::attention(
+                    s,
+                    inp.q.as_slice(),
+                    inp.k.as_slice(),
+                    inp.v.as_slice(),
+                    &inp.spec,
+                    &opts,
+                )
+                .map(|o| std::hint::black_box(o.out.len()))
             };
             (time_calls(plan.reps, call)?, flash_tier.to_string())
         }
@@ -287,7 +308,8 @@ fn measure(
             let call = || {
                 pool.install(|| {
                     heads.par_iter().for_each(|h| {
-                        let o = naive::attention(&h.shape, h.q.view(), h.k.view(), h.v.view(), &h.spec);
+                        let o =
+                            naive::attention(&h.shape, h.q.view(), h.k.view(), h.v.view(), &h.spec);
                         std::hint::black_box(o.out.len());
                     })
                 });
@@ -298,12 +320,16 @@ fn measure(
         KernelName::Reference => {
             let heads = per_head(inp)?;
             let as64 = |a: &Array4<f32>| a.mapv(f64::from);
-            let heads64: Vec<_> = heads.iter().map(|h| (as64(&h.q), as64(&h.k), as64(&h.v))).collect();
+            let heads64: Vec<_> = heads
+                .iter()
+                .map(|h| (as64(&h.q), as64(&h.k), as64(&h.v)))
+                .collect();
             let pool = bench_pool(threads)?;
             let call = || {
                 pool.install(|| {
                     heads.par_iter().zip(&heads64).for_each(|(h, (q, k, v))| {
-                        let o = reference::attention(&h.shape, q.view(), k.view(), v.view(), &h.spec);
+                        let o =
+                            reference::attention(&h.shape, q.view(), k.view(), v.view(), &h.spec);
                         std::hint::black_box(o.out.len());
                     })
                 });
@@ -354,7 +380,11 @@ fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
-    if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
 }
 
 /// The naive and reference paths are single-threaded per call; bench runs one call per
@@ -388,7 +418,8 @@ fn per_head(inp: &Inputs) -> Result<Vec<OneHead>> {
         for h in 0..s.heads {
             let g = s.kv_head_for(h);
             let take = |a: &ArrayView4<f32>, hh: usize| {
-                a.slice(ndarray::s![b..b + 1, hh..hh + 1, .., ..]).to_owned()
+                a.slice(ndarray::s![b..b + 1, hh..hh + 1, .., ..])
+                    .to_owned()
             };
             let mask = Mask::resolve(inp.spec.mask.kind(), 1, 1, s.n_q, s.n_k)?;
             heads.push(OneHead {

@@ -45,7 +45,11 @@ pub fn compute(args: &TraceArgs) -> Result<FlashTrace> {
             (read_head(q, "Q")?, read_head(k, "K")?, read_head(v, "V")?)
         }
         (None, None, None) => generated(args)?,
-        _ => return Err(Error::usage("give all of --q, --k and --v, or none of them")),
+        _ => {
+            return Err(Error::usage(
+                "give all of --q, --k and --v, or none of them",
+            ));
+        }
     };
     let (n_q, n_k) = (q.nrows(), k.nrows());
     let tiles = n_q.div_ceil(args.br) * n_k.div_ceil(args.bc);
@@ -59,7 +63,9 @@ pub fn compute(args: &TraceArgs) -> Result<FlashTrace> {
     let mask = Mask::resolve(&args.mask, 1, 1, n_q, n_k)?;
     let scale = match args.scale {
         Some(s) if !s.is_finite() || s == 0.0 => {
-            return Err(Error::usage(format!("--scale {s} must be a finite, non-zero number")));
+            return Err(Error::usage(format!(
+                "--scale {s} must be a finite, non-zero number"
+            )));
         }
         Some(s) => s,
         None => 1.0 / (q.ncols() as f64).sqrt(),
@@ -94,7 +100,8 @@ fn generated(args: &TraceArgs) -> Result<(Array2<f32>, Array2<f32>, Array2<f32>)
         )));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-    let mut fill = |rows: usize| Array2::from_shape_fn((rows, args.d), |_| rng.random_range(-1.0f32..1.0));
+    let mut fill =
+        |rows: usize| Array2::from_shape_fn((rows, args.d), |_| rng.random_range(-1.0f32..1.0));
     let q = fill(n);
     let k = fill(nk);
     let v = fill(nk);
@@ -112,7 +119,10 @@ fn read_head(path: &Path, name: &str) -> Result<Array2<f32>> {
         ));
     }
     if a.iter().any(|x| !x.is_finite()) {
-        return Err(Error::file(path, format!("{name} holds NaN or infinite values")));
+        return Err(Error::file(
+            path,
+            format!("{name} holds NaN or infinite values"),
+        ));
     }
     let a = a
         .into_dimensionality::<ndarray::Ix2>()

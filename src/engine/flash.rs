@@ -12,7 +12,7 @@ use ndarray::ArrayView2;
 
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::Result;
-use crate::kernel::{self, BlockView, Tier, TileObserver};
+use crate::kernel::{self, BlockView, ScoresView, Tier, TileObserver};
 
 pub use crate::kernel::LoopOrder;
 
@@ -34,6 +34,9 @@ pub struct TileEvent {
     pub alpha: Vec<f64>,
     /// Per row: the output so far, normalised by l (softmax over the keys seen, times V).
     pub o: Vec<Vec<f64>>,
+    /// The tile's scores S = scale Q_i K_j^T + biases, [rows][keys of the tile], -inf
+    /// where masked, as the kernel computed them; None for a skipped tile.
+    pub s: Option<Vec<Vec<f64>>>,
 }
 
 /// Every tile event of one head, and the result.
@@ -80,11 +83,23 @@ pub struct TraceOptions {
 
 struct Recorder {
     events: Vec<TileEvent>,
+    /// The scores of the tile in progress, until its state arrives.
+    scores: Option<Vec<Vec<f64>>>,
 }
 
 impl TileObserver for Recorder {
+    fn scores(&mut self, _: usize, _: usize, s: ScoresView<'_>) {
+        let cols = s.cols();
+        self.scores = Some(
+            (0..s.rows())
+                .map(|r| cols.clone().map(|j| s.s(r, j)).collect())
+                .collect(),
+        );
+    }
+
     fn tile(&mut self, q_block: usize, k_block: usize, skipped: bool, state: BlockView<'_>) {
         let n = state.rows().len();
+        let s = self.scores.take();
         self.events.push(TileEvent {
             q_block,
             k_block,
@@ -94,6 +109,7 @@ impl TileObserver for Recorder {
             l: (0..n).map(|r| state.l(r)).collect(),
             alpha: (0..n).map(|r| state.alpha(r)).collect(),
             o: (0..n).map(|r| state.o(r)).collect(),
+            s: if skipped { None } else { s },
         });
     }
 }
@@ -112,12 +128,21 @@ pub fn trace(
     let (n_k, dk) = k.dim();
     let (n_v, dv) = v.dim();
     let shape = ProblemShape::from_dims([1, 1, n_q, d], [1, 1, n_k, dk], [1, 1, n_v, dv])?;
-    let (q, k, v) = (q.as_standard_layout(), k.as_standard_layout(), v.as_standard_layout());
+    let (q, k, v) = (
+        q.as_standard_layout(),
+        k.as_standard_layout(),
+        v.as_standard_layout(),
+    );
     let as_slice = |a: &ndarray::CowArray<'_, f32, ndarray::Ix2>| a.as_slice().map(<[f32]>::to_vec);
     let (Some(q), Some(k), Some(v)) = (as_slice(&q), as_slice(&k), as_slice(&v)) else {
-        return Err(crate::Error::Internal("standard layout is not contiguous".into()));
+        return Err(crate::Error::Internal(
+            "standard layout is not contiguous".into(),
+        ));
     };
-    let mut rec = Recorder { events: Vec::new() };
+    let mut rec = Recorder {
+        events: Vec::new(),
+        scores: None,
+    };
     let (out, lse, tier) = kernel::attention_observed(
         &shape,
         &q,
@@ -141,7 +166,10 @@ pub fn trace(
         scale: spec.scale,
         tier,
         events: rec.events,
-        out: out.chunks(dv).map(|r| r.iter().map(|&x| x as f64).collect()).collect(),
+        out: out
+            .chunks(dv)
+            .map(|r| r.iter().map(|&x| x as f64).collect())
+            .collect(),
         lse: lse.iter().map(|&x| x as f64).collect(),
     })
 }

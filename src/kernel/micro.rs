@@ -72,7 +72,7 @@ pub struct ScoreArgs<'a> {
 pub fn scores<S: Simd>(s: S, a: ScoreArgs<'_>) {
     let lanes = S::F32_LANES;
     let nvec = a.ld / lanes;
-    assert!(a.ld % lanes == 0 && a.k.len() >= a.nk * a.d && a.qt.len() >= a.d * a.ld);
+    assert!(a.ld.is_multiple_of(lanes) && a.k.len() >= a.nk * a.d && a.qt.len() >= a.d * a.ld);
     assert!(a.st.len() >= a.nk * a.ld && a.tmax.len() >= a.ld);
     let nr_max = score_vecs::<S>();
     let (k, qt, st, tmax) = (
@@ -204,7 +204,7 @@ pub struct PvArgs<'a> {
 #[inline(always)]
 pub fn pv<S: Simd>(s: S, a: PvArgs<'_>) {
     let lanes = S::F32_LANES;
-    assert!(a.ld % PV_ROWS == 0 && a.ldo % lanes == 0 && a.ldo <= a.ldv);
+    assert!(a.ld.is_multiple_of(PV_ROWS) && a.ldo.is_multiple_of(lanes) && a.ldo <= a.ldv);
     assert!(a.pt.len() >= a.nk * a.ld && a.acc.len() >= a.ld * a.ldo);
     assert!(a.nk == 0 || a.v.len() >= (a.nk - 1) * a.ldv + a.ldo);
     let nvec = a.ldo / lanes;

@@ -32,7 +32,7 @@ pub mod tile;
 pub use buf::AlignedBuf;
 pub use pool::default_threads;
 pub use tier::{SIMD_ENV, Tier, available_tiers};
-pub use tile::{BlockView, NoObserver, TileObserver};
+pub use tile::{BlockView, NoObserver, ScoresView, TileObserver};
 
 /// Query rows per block (Br). 64 rows are one AVX-512 S^T register block wide (4 vectors
 /// of 16 lanes), and Q_i^T at d = 64 is 16 KB, which stays in L1 while the keys stream by.
@@ -115,7 +115,11 @@ pub fn attention(
     };
     let head_out = s.n_q * s.dv;
     if threads == 1 {
-        for (bh, (oh, lh)) in out.chunks_mut(head_out).zip(lse.chunks_mut(s.n_q)).enumerate() {
+        for (bh, (oh, lh)) in out
+            .chunks_mut(head_out)
+            .zip(lse.chunks_mut(s.n_q))
+            .enumerate()
+        {
             for (qb, (o, l)) in oh.chunks_mut(br * s.dv).zip(lh.chunks_mut(br)).enumerate() {
                 job(bh, qb, o, l);
             }
@@ -190,23 +194,27 @@ fn block_sizes(opts: &KernelOptions) -> Result<(usize, usize)> {
     Ok((br, bc))
 }
 
-fn check_problem(
-    s: &ProblemShape,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    spec: &AttnSpec,
-) -> Result<()> {
+fn check_problem(s: &ProblemShape, q: &[f32], k: &[f32], v: &[f32], spec: &AttnSpec) -> Result<()> {
     let dims = [s.batch, s.heads, s.kv_heads, s.n_q, s.n_k, s.d, s.dv];
-    if dims.contains(&0) || s.heads % s.kv_heads != 0 {
+    if dims.contains(&0) || !s.heads.is_multiple_of(s.kv_heads) {
         return Err(Error::usage(format!(
             "bad problem shape {s:?}: every size must be >= 1 and heads a multiple of kv_heads"
         )));
     }
     let want = [
         ("Q", q.len(), s.batch * s.heads * s.n_q * s.d, "[B,H,Nq,d]"),
-        ("K", k.len(), s.batch * s.kv_heads * s.n_k * s.d, "[B,G,Nk,d]"),
-        ("V", v.len(), s.batch * s.kv_heads * s.n_k * s.dv, "[B,G,Nk,dv]"),
+        (
+            "K",
+            k.len(),
+            s.batch * s.kv_heads * s.n_k * s.d,
+            "[B,G,Nk,d]",
+        ),
+        (
+            "V",
+            v.len(),
+            s.batch * s.kv_heads * s.n_k * s.dv,
+            "[B,G,Nk,dv]",
+        ),
     ];
     for (name, have, need, layout) in want {
         if have != need {

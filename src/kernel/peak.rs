@@ -32,9 +32,15 @@ impl WithSimd for FmaLoop {
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) -> (f32, usize) {
         if S::REGISTER_COUNT >= 32 {
-            (chains::<S, CHAINS_32>(s, self.iters), CHAINS_32 * S::F32_LANES)
+            (
+                chains::<S, CHAINS_32>(s, self.iters),
+                CHAINS_32 * S::F32_LANES,
+            )
         } else {
-            (chains::<S, CHAINS_16>(s, self.iters), CHAINS_16 * S::F32_LANES)
+            (
+                chains::<S, CHAINS_16>(s, self.iters),
+                CHAINS_16 * S::F32_LANES,
+            )
         }
     }
 }
@@ -74,7 +80,10 @@ fn run(tier: Tier, threads: usize, iters: u64) -> (f64, f64) {
                 })
             })
             .collect();
-        workers.into_iter().map(|w| w.join().unwrap_or((0, 0.0))).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or((0, 0.0)))
+            .collect()
     });
     let lanes = per_thread.iter().map(|p| p.0).min().unwrap_or(0);
     let secs = per_thread.iter().map(|p| p.1).fold(0.0, f64::max);

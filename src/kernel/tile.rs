@@ -157,7 +157,43 @@ impl BlockView<'_> {
 /// Called after every tile of the tiled loop. The fast path uses [`NoObserver`], which
 /// compiles to nothing.
 pub trait TileObserver {
+    /// After tile (q_block, k_block): the block's state, or that the tile was skipped.
     fn tile(&mut self, q_block: usize, k_block: usize, skipped: bool, state: BlockView<'_>);
+
+    /// During a computed tile, once its scores S = scale Q_i K_j^T + biases are complete
+    /// and before the softmax uses them.
+    fn scores(&mut self, _q_block: usize, _k_block: usize, _scores: ScoresView<'_>) {}
+}
+
+/// The scores of one tile, in natural units, as the kernel computed them.
+pub struct ScoresView<'a> {
+    rows: usize,
+    cols: Range<usize>,
+    /// The keys actually computed (a band mask trims the rest, which are masked).
+    computed: Range<usize>,
+    st: &'a [f32],
+    ld: usize,
+}
+
+impl ScoresView<'_> {
+    /// Rows of the query block.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Keys of the tile.
+    pub fn cols(&self) -> Range<usize> {
+        self.cols.clone()
+    }
+
+    /// Score of block row `r` against key `j` (absolute); -inf where masked.
+    pub fn s(&self, r: usize, j: usize) -> f64 {
+        if self.computed.contains(&j) {
+            self.st[(j - self.computed.start) * self.ld + r] as f64 * std::f64::consts::LN_2
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
 }
 
 /// The observer of the fast path: records nothing.
@@ -210,17 +246,19 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
         let (lo, hi) = (state.band_lo.as_mut_slice(), state.band_hi.as_mut_slice());
         // Padding rows see everything, so they stay finite.
         hi.fill(f32::INFINITY);
-        state.band = usize::MAX..0;
+        // The union of the bands; it stays empty if every row is fully masked.
+        let (mut first, mut last) = (usize::MAX, 0);
         for (r, i) in rows.clone().enumerate() {
             if let Some(keys) = head.mask.visible_keys(head.b, i) {
                 lo[r] = keys.start as f32;
                 hi[r] = keys.end as f32;
                 if !keys.is_empty() {
-                    state.band.start = state.band.start.min(keys.start);
-                    state.band.end = state.band.end.max(keys.end);
+                    first = first.min(keys.start);
+                    last = last.max(keys.end);
                 }
             }
         }
+        state.band = first..last;
     }
     state.m.resize_zeroed(ld);
     state.m.as_mut_slice().fill(f32::NEG_INFINITY);
@@ -234,15 +272,19 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
 /// Process tile (Q_i, K_j) for the columns `cols`, which the mask classed `class`
 /// (never Empty: empty tiles are skipped by the loops).
 #[inline(always)]
-pub(crate) fn process_tile<S: Simd>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn process_tile<S: Simd, O: TileObserver>(
     s: S,
     head: &Head<'_>,
+    (qb, kb): (usize, usize),
     state: &mut BlockState,
     scr: &mut TileScratch,
-    cols: Range<usize>,
     class: TileClass,
+    observer: &mut O,
 ) {
     let lanes = S::F32_LANES;
+    let tile_cols = head.k_cols(kb);
+    let cols = tile_cols.clone();
     // A band mask masks the keys outside the union of the rows' bands for every row of
     // the block: a diagonal tile computes only the keys some row sees. Those keys would
     // add exactly 0 to every sum, so the result is the same.
@@ -282,25 +324,24 @@ pub(crate) fn process_tile<S: Simd>(
     if !plain {
         add_biases::<S>(s, head, state, scr, cols.clone(), class);
     }
+    observer.scores(
+        qb,
+        kb,
+        ScoresView {
+            rows: state.rows.len(),
+            cols: tile_cols,
+            computed: cols.clone(),
+            st: scr.st.as_slice(),
+            ld,
+        },
+    );
 
     // 2. The online-softmax update of m, and the shift each score is taken against.
     online_softmax_step::<S>(s, state, scr, nvec);
 
     // 3. P = 2^(S - shift) in place, and its row sums; l = alpha l + rowsum(P).
     exp_and_sum::<S>(s, scr, ld, nk, nvec);
-    // SAFETY: l, alpha and lsum hold `ld` = nvec * lanes values.
-    unsafe {
-        let (l, alpha, lsum) = (
-            state.l.as_mut_slice().as_mut_ptr(),
-            state.alpha.as_slice().as_ptr(),
-            scr.lsum.as_slice().as_ptr(),
-        );
-        for v in 0..nvec {
-            let o = v * lanes;
-            let nl = s.mul_add_e_f32s(load::<S>(l.add(o)), load::<S>(alpha.add(o)), load::<S>(lsum.add(o)));
-            store::<S>(l.add(o), nl);
-        }
-    }
+    update_running_sum::<S>(s, state, scr);
 
     // 4. O = alpha O for rows whose max moved, then O += P V_j.
     rescale_rows::<S>(s, state);
@@ -355,7 +396,10 @@ fn add_biases<S: Simd>(
             let key = s.splat_f32s(j as f32);
             let (rv, _) = S::as_mut_simd_f32s(&mut st[jj * ld..][..ld]);
             for ((x, &lo), &hi) in rv.iter_mut().zip(lo).zip(hi) {
-                let outside = s.or_m32s(s.less_than_f32s(key, lo), s.greater_than_or_equal_f32s(key, hi));
+                let outside = s.or_m32s(
+                    s.less_than_f32s(key, lo),
+                    s.greater_than_or_equal_f32s(key, hi),
+                );
                 *x = s.select_f32s(outside, ninf, *x);
             }
         }
@@ -392,8 +436,14 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
     let ninf = s.splat_f32s(f32::NEG_INFINITY);
     // SAFETY: every buffer holds at least `ld` = nvec * lanes values.
     unsafe {
-        let (m, alpha) = (state.m.as_mut_slice().as_mut_ptr(), state.alpha.as_mut_slice().as_mut_ptr());
-        let (tmax, shift) = (scr.tmax.as_slice().as_ptr(), scr.shift.as_mut_slice().as_mut_ptr());
+        let (m, alpha) = (
+            state.m.as_mut_slice().as_mut_ptr(),
+            state.alpha.as_mut_slice().as_mut_ptr(),
+        );
+        let (tmax, shift) = (
+            scr.tmax.as_slice().as_ptr(),
+            scr.shift.as_mut_slice().as_mut_ptr(),
+        );
         for v in 0..nvec {
             let o = v * lanes;
             let m_old = load::<S>(m.add(o));
@@ -405,8 +455,23 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
             );
             store::<S>(m.add(o), m_new);
             store::<S>(alpha.add(o), a);
-            store::<S>(shift.add(o), s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new));
+            store::<S>(
+                shift.add(o),
+                s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new),
+            );
         }
+    }
+}
+
+/// The second half of the online-softmax update: l = alpha l + (row sums of this tile).
+#[inline(always)]
+fn update_running_sum<S: Simd>(s: S, state: &mut BlockState, scr: &TileScratch) {
+    let ld = state.ld;
+    let (l, _) = S::as_mut_simd_f32s(&mut state.l.as_mut_slice()[..ld]);
+    let (alpha, _) = S::as_simd_f32s(&state.alpha.as_slice()[..ld]);
+    let (lsum, _) = S::as_simd_f32s(&scr.lsum.as_slice()[..ld]);
+    for ((l, &a), &t) in l.iter_mut().zip(alpha).zip(lsum) {
+        *l = s.mul_add_e_f32s(*l, a, t);
     }
 }
 
@@ -418,7 +483,10 @@ fn exp_and_sum<S: Simd>(s: S, scr: &mut TileScratch, ld: usize, nk: usize, nvec:
     // SAFETY: st holds nk rows of ld; shift and lsum hold ld values.
     unsafe {
         let st = scr.st.as_mut_slice().as_mut_ptr();
-        let (shift, lsum) = (scr.shift.as_slice().as_ptr(), scr.lsum.as_mut_slice().as_mut_ptr());
+        let (shift, lsum) = (
+            scr.shift.as_slice().as_ptr(),
+            scr.lsum.as_mut_slice().as_mut_ptr(),
+        );
         for v in 0..nvec {
             let o = v * lanes;
             let m = load::<S>(shift.add(o));
@@ -504,7 +572,7 @@ pub(crate) fn fa2_block<S: Simd, O: TileObserver>(
         let class = head.class(qb, kb);
         let skipped = class == TileClass::Empty;
         if !skipped {
-            process_tile(s, head, state, scr, head.k_cols(kb), class);
+            process_tile(s, head, (qb, kb), state, scr, class, observer);
         }
         observer.tile(qb, kb, skipped, BlockView { state, skipped });
     }
@@ -534,13 +602,17 @@ pub(crate) fn fa1_head<S: Simd, O: TileObserver>(
             let class = head.class(qb, kb);
             let skipped = class == TileClass::Empty;
             if !skipped {
-                process_tile(s, head, state, scr, head.k_cols(kb), class);
+                process_tile(s, head, (qb, kb), state, scr, class, observer);
             }
             observer.tile(qb, kb, skipped, BlockView { state, skipped });
         }
     }
     for state in &states {
         let rows = state.rows.clone();
-        finish_block(state, &mut out[rows.start * head.dv..rows.end * head.dv], &mut lse[rows]);
+        finish_block(
+            state,
+            &mut out[rows.start * head.dv..rows.end * head.dv],
+            &mut lse[rows],
+        );
     }
 }
