@@ -500,12 +500,18 @@ fn the_output_converges_tile_by_tile() {
     }
     assert!(d[0] > 1e-3, "{d:?}");
     assert!(d[tc - 1] < 1e-5, "{d:?}");
-    // Each tile's m and l are an online softmax over the keys seen so far.
+    // Each tile's m and l are an online softmax over the keys seen so far (of the
+    // pipeline's f64 scores), and its S block is the kernel's own.
     let l = the_lab(&s);
+    let scores = &s.pipeline.stage(StageId::Mask).unwrap().matrices[l.head].data;
     let ev = l.event(1);
     let keys = l.cols(1).end;
+    let block = l.s_block(1).expect("a computed tile has its scores");
     for (r, row) in ev.rows.clone().enumerate() {
-        let seen: Vec<f64> = (0..keys).map(|j| l.scores[[row, j]]).collect();
+        for (c, j) in l.cols(1).enumerate() {
+            assert!((block[[r, c]] - scores[[row, j]]).abs() < 1e-5);
+        }
+        let seen: Vec<f64> = (0..keys).map(|j| scores[[row, j]]).collect();
         let m = seen.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let sum: f64 = seen.iter().map(|x| (x - m).exp()).sum();
         assert!(

@@ -49,9 +49,6 @@ pub struct FlashLab {
     pub q: Array2<f64>,
     pub k: Array2<f64>,
     pub v: Array2<f64>,
-    /// The scores the softmax sees, scale Q K^T + bias, -inf where masked: the pipeline's
-    /// last score stage. Block (i, j) of it is what tile (i, j) computes on chip.
-    pub scores: Array2<f64>,
     /// True when ALiBi biases the scores.
     pub alibi: bool,
     /// The f64 reference output of the head (the pipeline's weights x V).
@@ -149,11 +146,6 @@ impl FlashLab {
             [k, v, ..] => (&k.data, &v.data),
             _ => return Err(missing("k and v of this group")),
         };
-        let scores = &pipeline
-            .stage(StageId::Mask)
-            .and_then(|st| st.matrices.get(head))
-            .ok_or_else(|| missing("scores of this head"))?
-            .data;
         let reference = &pipeline
             .stage(StageId::WeightedSum)
             .and_then(|st| st.matrices.get(head))
@@ -255,7 +247,6 @@ impl FlashLab {
             q: q.clone(),
             k: k.clone(),
             v: v.clone(),
-            scores: scores.clone(),
             alibi: pipeline.alibi_slopes.is_some(),
             reference: reference.clone(),
             query_labels: pipeline.query_labels.clone(),
@@ -408,7 +399,7 @@ impl FlashLab {
         }
     }
 
-    /// Q_i, K_j, V_j and S_ij of tile (i, j).
+    /// Q_i, K_j and V_j of tile (i, j), as the run read them.
     pub fn q_block(&self, i: usize) -> ArrayView2<'_, f64> {
         self.q.slice(s![self.rows(i), ..])
     }
@@ -421,8 +412,12 @@ impl FlashLab {
         self.v.slice(s![self.cols(j), ..])
     }
 
-    pub fn s_block(&self, i: usize, j: usize) -> ArrayView2<'_, f64> {
-        self.scores.slice(s![self.rows(i), self.cols(j)])
+    /// The scores S = scale Q_i K_j^T + biases of the tile at position `k`, as the kernel
+    /// computed them on chip (-inf where masked); None for a skipped tile.
+    pub fn s_block(&self, k: usize) -> Option<Array2<f64>> {
+        let s = self.trace.events[k].s.as_ref()?;
+        let cols = s.first().map_or(0, Vec::len);
+        Array2::from_shape_vec((s.len(), cols), s.concat()).ok()
     }
 }
 

@@ -447,10 +447,12 @@ fn render_sram(
             masked: false,
         });
     }
-    if !skipped {
+    // The scores as the kernel computed them in SRAM for this tile.
+    let s_data = lab.s_block(lab.index_of((i, j)));
+    if let Some(s) = &s_data {
         blocks.push(Block {
             title: format!("S{i},{j} [{} x {}]", q_rows.len(), k_rows.len()),
-            data: lab.s_block(i, j),
+            data: s.view(),
             rows: q_rows,
             cols: k_rows,
             masked: true,
