@@ -635,3 +635,24 @@ fn snapshots() {
     update(&mut s, Action::Select { row: 5, col: 1 });
     insta::assert_snapshot!("flash_window_skipped_80x24", screen(&mut s, 80, 24));
 }
+
+#[test]
+fn the_frame_bench_draws_the_flash_view() {
+    // `bench --ui` times every view of the registry: the flash view is one of them, and
+    // draws its tiles at the benchmark's 200 x 60.
+    let names: Vec<&str> = attnviz::tui::views::VIEWS
+        .iter()
+        .map(|v| v.kind().name())
+        .collect();
+    assert!(names.contains(&"flash"), "{names:?}");
+    let mut s = causal();
+    let text = screen(
+        &mut s,
+        attnviz::tui::frame_bench::COLS,
+        attnviz::tui::frame_bench::ROWS,
+    );
+    assert!(
+        text.contains("tile 1/16") && text.contains("HBM <-> SRAM"),
+        "{text}"
+    );
+}

@@ -230,14 +230,15 @@ impl TileGrid<'_> {
             let s = text::right(label, w, self.ellipsis);
             buf.set_stringn(g.area.x, g.area.y + 1 + vr as u16, s, w, style);
         }
-        // Column labels over every tile if they fit, else over every k-th tile.
+        // Column labels over every tile if they fit with a space between, else over
+        // every k-th tile.
         let widest = self
             .col_labels
             .iter()
             .map(|l| text::width(l))
             .max()
             .unwrap_or(1);
-        let every = if widest <= g.cell_w as usize {
+        let every = if widest < g.cell_w as usize {
             1
         } else {
             (widest + 1).div_ceil(g.cell_w as usize)
