@@ -762,10 +762,13 @@ fn distance_line(lab: &FlashLab, k: usize) -> (String, Tone) {
     let (b, rows) = (ev.q_block, &ev.rows);
     let d = small(lab.block_distance(k));
     if k + 1 == lab.tiles() {
+        let rows = match lab.trace.n_q {
+            1 => "the row is final".to_string(),
+            n => format!("all {n} rows final"),
+        };
         (
             format!(
-                "last tile done: all {} rows final, max |O - O_ref| = {} over the head (f32 kernel vs f64 reference)",
-                lab.trace.n_q,
+                "last tile done: {rows}, max |O - O_ref| = {} over the head (f32 kernel vs f64 reference)",
                 small(lab.final_distance())
             ),
             Tone::Good,
