@@ -42,16 +42,16 @@ fn view_checks_its_files_first() {
         .assert()
         .code(2)
         .stderr(contains("nope.npy"));
-    // A 2-D array is not attention weights.
+    // A vector is not attention weights.
     let bad = dir.path().join("a.npy");
-    ndarray_npy::write_npy(&bad, &ndarray::Array2::<f32>::zeros((3, 3))).unwrap();
+    ndarray_npy::write_npy(&bad, &ndarray::Array1::<f32>::zeros(3)).unwrap();
     Command::cargo_bin("attnviz")
         .unwrap()
         .args(["view", "--attn"])
         .arg(&bad)
         .assert()
         .code(2)
-        .stderr(contains("[heads, n, n] or [layers, heads, n, n]"));
+        .stderr(contains("[n,n], [H,n,n] or [layers,H,n,n]"));
     // Good weights, but a tokens file with the wrong count.
     let good = dir.path().join("w.npy");
     ndarray_npy::write_npy(
@@ -81,4 +81,33 @@ fn view_checks_its_files_first() {
         .assert()
         .code(2)
         .stderr(contains("not a terminal"));
+}
+
+#[test]
+fn view_opens_q_k_v_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |n: &str| dir.path().join(n);
+    let q = ndarray::Array3::<f32>::from_shape_fn((4, 6, 8), |(h, i, c)| (h + i + c) as f32 * 0.01);
+    let kv =
+        ndarray::Array3::<f32>::from_shape_fn((2, 6, 8), |(h, i, c)| (h * i + c) as f32 * 0.02);
+    ndarray_npy::write_npy(path("q.npy"), &q).unwrap();
+    ndarray_npy::write_npy(path("k.npy"), &kv).unwrap();
+    ndarray_npy::write_npy(path("v.npy"), &kv).unwrap();
+    let run = |k: &str| {
+        let mut c = Command::cargo_bin("attnviz").unwrap();
+        c.arg("view")
+            .arg("--q")
+            .arg(path("q.npy"))
+            .arg("--k")
+            .arg(path(k))
+            .arg("--v")
+            .arg(path("v.npy"));
+        c.assert()
+    };
+    // Everything fits (GQA: 4 query heads on 2 K/V heads): only the terminal is missing.
+    run("k.npy").code(2).stderr(contains("not a terminal"));
+    // 3 K heads do not divide 4 query heads.
+    let bad = ndarray::Array3::<f32>::zeros((3, 6, 8));
+    ndarray_npy::write_npy(path("k3.npy"), &bad).unwrap();
+    run("k3.npy").code(2).stderr(contains("heads"));
 }

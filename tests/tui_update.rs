@@ -8,9 +8,10 @@ use attnviz::tui::keymap::action_for;
 use attnviz::tui::state::{Overlay, StatusKind};
 use attnviz::tui::views::PositionLab;
 use attnviz::tui::{
-    Action, AppOptions, EditAction, ScriptStep, Source, State, ViewKind, draw, update,
+    Action, AppOptions, EditAction, LoadedTensors, ScriptStep, Source, State, ViewKind, draw,
+    update,
 };
-use ndarray::{Array3, Array4};
+use ndarray::Array3;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -589,13 +590,16 @@ fn mono_heatmaps_carry_a_glyph_ramp() {
 
 #[test]
 fn attention_files_open_on_the_weights_with_layers() {
-    let mut attn = Array4::<f64>::zeros((3, 2, 4, 4));
-    // Causal rows of uniform weights.
-    attn.indexed_iter_mut()
-        .for_each(|((_, _, i, j), w)| *w = if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 });
+    // Causal rows of uniform weights, three layers of two heads.
+    let layer = Array3::from_shape_fn(
+        (2, 4, 4),
+        |(_, i, j)| {
+            if j <= i { 1.0 / (i + 1) as f64 } else { 0.0 }
+        },
+    );
     let source = Source::Weights {
         tokens: vec!["a".into(), "b".into(), "c".into(), "d".into()],
-        attn,
+        layers: vec![layer.clone(), layer.clone(), layer],
         layer: 0,
     };
     let mut s = State::new(source, options()).unwrap();
@@ -622,7 +626,7 @@ fn tensors_from_files_support_masks_and_rope() {
     let q = Array3::from_shape_fn((2, 5, 4), |(h, i, c)| ((h + i * 3 + c) as f64).sin());
     let k = Array3::from_shape_fn((1, 5, 4), |(_, i, c)| ((i + 2 * c) as f64).cos());
     let v = Array3::from_shape_fn((1, 5, 3), |(_, i, c)| (i * c) as f64 * 0.1);
-    let source = Source::Tensors {
+    let source = Source::Tensors(Box::new(LoadedTensors {
         tokens: Vec::new(),
         q,
         k,
@@ -630,7 +634,7 @@ fn tensors_from_files_support_masks_and_rope() {
         mask: MaskKind::None,
         pe: PeKind::None,
         scaled: true,
-    };
+    }));
     let mut s = State::new(source, options()).unwrap();
     assert_eq!(s.stage, StageId::SplitHeads, "the first stage with data");
     update(&mut s, Action::CycleMask);

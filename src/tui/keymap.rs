@@ -121,6 +121,8 @@ pub enum When {
     Always,
     /// The app runs a model built from options (not the user's own tensors).
     Model,
+    /// The app computes attention itself (a model, or q/k/v from files; not weights).
+    Computed,
     /// A script (lesson) is loaded.
     Script,
     /// No script is loaded (a view's key that a script would take, e.g. Space).
@@ -334,7 +336,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: Some("mask"),
         hint_keys: None,
         group: Group::Model,
-        when: When::Always,
+        when: When::Computed,
     },
     Binding {
         keys: &[C('p')],
@@ -343,7 +345,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: Some("PE"),
         hint_keys: None,
         group: Group::Model,
-        when: When::Model,
+        when: When::Computed,
     },
     Binding {
         keys: &[C('s')],
@@ -352,7 +354,7 @@ pub static BINDINGS: &[Binding] = &[
         hint: Some("scale"),
         hint_keys: None,
         group: Group::Model,
-        when: When::Always,
+        when: When::Computed,
     },
     Binding {
         keys: &[C('e')],
@@ -567,6 +569,7 @@ impl When {
         match self {
             When::Always => true,
             When::Model => state.source.is_model(),
+            When::Computed => state.source.is_computed(),
             When::Script => state.script.is_some(),
             When::NoScript => state.script.is_none(),
             When::Layers => state.source.layers() > 1,

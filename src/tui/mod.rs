@@ -59,18 +59,16 @@ pub mod views;
 
 use std::path::Path;
 
-use ndarray::{Array3, Array4, Axis, Ix3, Ix4};
-
 pub use action::{Action, EditAction};
 pub use render::draw;
 pub use script::ScriptStep;
-pub use state::{AppOptions, Source, State};
+pub use state::{AppOptions, LoadedTensors, Source, State};
 pub use update::update;
 pub use view_kind::ViewKind;
 
 use crate::cli::{TuiArgs, ViewArgs};
-use crate::engine::npy;
 use crate::engine::pipeline::ModelConfig;
+use crate::engine::tensors;
 use crate::error::{Error, Result};
 
 /// The lesson that bare `attnviz` opens, with the command line's overrides applied.
@@ -157,11 +155,11 @@ pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, Stri
         )
     };
     if let Some(path) = &args.attn {
-        let attn = read_attention(path)?;
+        let layers = tensors::load_attention(path)?;
         // Check the first layer now so a bad file fails before the terminal opens.
         let source = Source::Weights {
             tokens,
-            attn,
+            layers,
             layer: 0,
         };
         source.build()?;
@@ -172,15 +170,16 @@ pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, Stri
             "attnviz view needs either --attn A.npy or all of --q Q.npy --k K.npy --v V.npy",
         ));
     };
-    let source = Source::Tensors {
+    let qkv = tensors::load_qkv(q, k, v)?;
+    let source = Source::Tensors(Box::new(LoadedTensors {
         tokens,
-        q: read_heads(q, "--q")?,
-        k: read_heads(k, "--k")?,
-        v: read_heads(v, "--v")?,
+        q: qkv.q.single_sequence("--q")?,
+        k: qkv.k.single_sequence("--k")?,
+        v: qkv.v.single_sequence("--v")?,
         mask: crate::engine::config::MaskKind::None,
         pe: crate::engine::config::PeKind::None,
         scaled: true,
-    };
+    }));
     // Check the shapes now so a bad file fails before the terminal opens.
     source.build()?;
     Ok((source, format!("view: {} {} {}", name(q), name(k), name(v))))
@@ -210,49 +209,4 @@ pub fn read_tokens(path: &Path) -> Result<Vec<String>> {
             }
         })
         .collect()
-}
-
-/// Attention weights [heads, n, n] or [layers, heads, n, n], as [layers, heads, n, n].
-pub fn read_attention(path: &Path) -> Result<Array4<f64>> {
-    let a = npy::read_f64(path)?;
-    let shape = a.shape().to_vec();
-    match a.ndim() {
-        3 => Ok(a
-            .into_dimensionality::<Ix3>()
-            .map_err(|e| Error::file(path, e.to_string()))?
-            .insert_axis(Axis(0))),
-        4 => a
-            .into_dimensionality::<Ix4>()
-            .map_err(|e| Error::file(path, e.to_string())),
-        _ => Err(Error::file(
-            path,
-            format!(
-                "attention weights must be [heads, n, n] or [layers, heads, n, n] (e.g. one layer of output_attentions, or torch.stack of all); got shape {shape:?}"
-            ),
-        )),
-    }
-}
-
-/// q, k or v as [heads, n, d]: [n, d] is one head, [1, heads, n, d] drops the batch.
-pub fn read_heads(path: &Path, flag: &str) -> Result<Array3<f64>> {
-    let a = npy::read_f64(path)?;
-    let shape = a.shape().to_vec();
-    let bad = |why: &str| Error::file(path, format!("{flag}: {why}; got shape {shape:?}"));
-    match a.ndim() {
-        2 => Ok(a
-            .into_dimensionality::<ndarray::Ix2>()
-            .map_err(|e| bad(&e.to_string()))?
-            .insert_axis(Axis(0))),
-        3 => a
-            .into_dimensionality::<Ix3>()
-            .map_err(|e| bad(&e.to_string())),
-        4 if shape[0] == 1 => Ok(a
-            .into_dimensionality::<Ix4>()
-            .map_err(|e| bad(&e.to_string()))?
-            .index_axis_move(Axis(0), 0)),
-        4 => Err(bad(
-            "the app shows one sequence; slice one batch entry first (e.g. q[0:1])",
-        )),
-        _ => Err(bad("expected [N, d], [H, N, d] or [1, H, N, d]")),
-    }
 }

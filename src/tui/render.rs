@@ -278,7 +278,7 @@ fn fields(state: &State) -> Vec<Field> {
         Field {
             name: "head",
             value: format!("{}/{} (kv {group})", state.head + 1, sh.heads),
-            short: format!("{}/{}:{group}", state.head + 1, sh.heads),
+            short: format!("{}/{} kv{group}", state.head + 1, sh.heads),
         }
     } else {
         field("head", format!("{}/{}", state.head + 1, sh.heads))

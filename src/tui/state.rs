@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 
-use ndarray::{Array3, Array4, s};
+use ndarray::Array3;
 
 use crate::cli::{Lang, ThemeName};
 use crate::engine::config::{MaskKind, PeKind};
@@ -71,26 +71,33 @@ impl AppOptions {
     }
 }
 
+/// q [H,Nq,d], k [G,Nk,d], v [G,Nk,dv] from files, and the options the app applies
+/// to them (a mask, a PE that acts inside attention, the scale).
+#[derive(Debug, Clone)]
+pub struct LoadedTensors {
+    /// Key labels (empty: t0, t1, ...).
+    pub tokens: Vec<String>,
+    pub q: Array3<f64>,
+    pub k: Array3<f64>,
+    pub v: Array3<f64>,
+    pub mask: MaskKind,
+    pub pe: PeKind,
+    pub scaled: bool,
+}
+
 /// Where the numbers come from. The app rebuilds the pipeline from this whenever an
 /// option changes.
 #[derive(Debug, Clone)]
 pub enum Source {
     /// A seeded lesson model (bare `attnviz`, scenes).
     Model(ModelConfig),
-    /// q [H,Nq,d], k [G,Nk,d], v [G,Nk,dv] loaded from files (`attnviz view --q --k --v`).
-    Tensors {
-        tokens: Vec<String>,
-        q: Array3<f64>,
-        k: Array3<f64>,
-        v: Array3<f64>,
-        mask: MaskKind,
-        pe: PeKind,
-        scaled: bool,
-    },
-    /// Attention weights [layers, heads, Nq, Nk] loaded from a file (`attnviz view --attn`).
+    /// q, k, v loaded from files (`attnviz view --q --k --v`).
+    Tensors(Box<LoadedTensors>),
+    /// Attention weights loaded from a file (`attnviz view --attn`): one [heads, Nq, Nk]
+    /// array per layer.
     Weights {
         tokens: Vec<String>,
-        attn: Array4<f64>,
+        layers: Vec<Array3<f64>>,
         layer: usize,
     },
 }
@@ -100,31 +107,29 @@ impl Source {
     pub fn build(&self) -> Result<Pipeline> {
         match self {
             Source::Model(config) => Pipeline::build(config),
-            Source::Tensors {
-                tokens,
-                q,
-                k,
-                v,
-                mask,
-                pe,
-                scaled,
-            } => Pipeline::from_qkv(
-                tokens.clone(),
-                q.clone(),
-                k.clone(),
-                v.clone(),
-                mask,
-                *pe,
-                *scaled,
+            Source::Tensors(t) => Pipeline::from_qkv(
+                t.tokens.clone(),
+                t.q.clone(),
+                t.k.clone(),
+                t.v.clone(),
+                &t.mask,
+                t.pe,
+                t.scaled,
             ),
             Source::Weights {
                 tokens,
-                attn,
+                layers,
                 layer,
-            } => Pipeline::from_weights(
-                tokens.clone(),
-                attn.slice(s![*layer, .., .., ..]).to_owned(),
-            ),
+            } => {
+                let attn = layers.get(*layer).ok_or_else(|| {
+                    crate::Error::usage(format!(
+                        "layer {} does not exist; the file has {} layer(s)",
+                        layer + 1,
+                        layers.len()
+                    ))
+                })?;
+                Pipeline::from_weights(tokens.clone(), attn.clone())
+            }
         }
     }
 
@@ -140,7 +145,7 @@ impl Source {
     /// Layers of a weights file (1 otherwise).
     pub fn layers(&self) -> usize {
         match self {
-            Source::Weights { attn, .. } => attn.dim().0,
+            Source::Weights { layers, .. } => layers.len(),
             _ => 1,
         }
     }

@@ -325,23 +325,11 @@ fn cycle_mask(state: &mut State) {
             c.mask = mask;
             Source::Model(c)
         }
-        Source::Tensors {
-            tokens,
-            q,
-            k,
-            v,
-            mask,
-            pe,
-            scaled,
-        } => Source::Tensors {
-            tokens: tokens.clone(),
-            q: q.clone(),
-            k: k.clone(),
-            v: v.clone(),
-            mask: next_in(&mask_cycle(n_k), mask),
-            pe: *pe,
-            scaled: *scaled,
-        },
+        Source::Tensors(t) => {
+            let mut t = t.clone();
+            t.mask = next_in(&mask_cycle(n_k), &t.mask);
+            Source::Tensors(t)
+        }
         Source::Weights { .. } => {
             state.set_status(
                 StatusKind::Warn,
@@ -367,31 +355,17 @@ fn cycle_pe(state: &mut State) {
             c.pe = next_in(&cycle, &c.pe);
             Source::Model(c)
         }
-        Source::Tensors {
-            tokens,
-            q,
-            k,
-            v,
-            mask,
-            pe,
-            scaled,
-        } => {
+        Source::Tensors(t) => {
             // Files hold q and k after the projection: only encodings that act inside
             // attention apply.
-            let base = match pe {
-                PeKind::Rope { base } => *base,
+            let base = match t.pe {
+                PeKind::Rope { base } => base,
                 _ => ROPE_BASE,
             };
             let cycle = [PeKind::None, PeKind::Rope { base }, PeKind::Alibi];
-            Source::Tensors {
-                tokens: tokens.clone(),
-                q: q.clone(),
-                k: k.clone(),
-                v: v.clone(),
-                mask: mask.clone(),
-                pe: next_in(&cycle, pe),
-                scaled: *scaled,
-            }
+            let mut t = t.clone();
+            t.pe = next_in(&cycle, &t.pe);
+            Source::Tensors(t)
         }
         Source::Weights { .. } => {
             state.set_status(
@@ -417,23 +391,11 @@ fn toggle_scale(state: &mut State) {
             c.scaled = !c.scaled;
             Source::Model(c)
         }
-        Source::Tensors {
-            tokens,
-            q,
-            k,
-            v,
-            mask,
-            pe,
-            scaled,
-        } => Source::Tensors {
-            tokens: tokens.clone(),
-            q: q.clone(),
-            k: k.clone(),
-            v: v.clone(),
-            mask: mask.clone(),
-            pe: *pe,
-            scaled: !scaled,
-        },
+        Source::Tensors(t) => {
+            let mut t = t.clone();
+            t.scaled = !t.scaled;
+            Source::Tensors(t)
+        }
         Source::Weights { .. } => {
             state.set_status(
                 StatusKind::Warn,
@@ -499,24 +461,21 @@ fn change_length(state: &mut State, delta: isize) {
 fn change_layer(state: &mut State, delta: isize) {
     let Source::Weights {
         tokens,
-        attn,
+        layers,
         layer,
     } = &state.source
     else {
         return;
     };
-    let layers = attn.dim().0 as isize;
-    let new_layer = (*layer as isize + delta).rem_euclid(layers) as usize;
+    let n = layers.len() as isize;
+    let new_layer = (*layer as isize + delta).rem_euclid(n.max(1)) as usize;
     let new = Source::Weights {
         tokens: tokens.clone(),
-        attn: attn.clone(),
+        layers: layers.clone(),
         layer: new_layer,
     };
     if rebuild(state, new) {
-        state.set_status(
-            StatusKind::Info,
-            format!("layer {} of {layers}", new_layer + 1),
-        );
+        state.set_status(StatusKind::Info, format!("layer {} of {n}", new_layer + 1));
     }
 }
 

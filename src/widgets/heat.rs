@@ -158,11 +158,15 @@ impl HeatPainter {
                 } else {
                     Color::White
                 };
+                let black = fg == Color::Black;
                 let fg = match self.depth {
                     ColorDepth::TrueColor => fg,
-                    // Named colours can be remapped by terminal themes; use fixed indices.
-                    _ if fg == Color::Black => Color::Indexed(16),
-                    _ => Color::Indexed(231),
+                    // Terminal themes remap the 16 named colours but not the 256-colour
+                    // cube: use the cube's black and white where there is one.
+                    ColorDepth::Ansi256 if black => Color::Indexed(16),
+                    ColorDepth::Ansi256 => Color::Indexed(231),
+                    _ if black => Color::Indexed(0),
+                    _ => Color::Indexed(15),
                 };
                 Style::default().bg(bg).fg(fg)
             }
@@ -272,6 +276,21 @@ mod tests {
         assert_eq!(xterm256((128, 128, 128)), 244);
         assert_eq!(ansi16((250, 250, 250)), 15);
         assert_eq!(ansi16((0, 0, 230)), 4);
+    }
+
+    #[test]
+    fn sixteen_colour_cells_use_only_sixteen_colours() {
+        let p = HeatPainter {
+            depth: ColorDepth::Ansi16,
+            sequential: &[(0, 0, 0), (255, 255, 0)],
+            diverging: &[(0, 0, 255), (0, 0, 0), (255, 0, 0)],
+        };
+        for i in 0..=10 {
+            let s = p.cell_style(i as f64 / 10.0, false);
+            for c in [s.fg, s.bg] {
+                assert!(matches!(c, Some(Color::Indexed(0..=15))), "{c:?}");
+            }
+        }
     }
 
     #[test]

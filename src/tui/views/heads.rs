@@ -137,7 +137,9 @@ fn render_side(state: &State, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
         }
     };
     let (h, g) = (state.heads(), state.pipeline.shape.kv_heads);
-    let kind = if g == h {
+    let kind = if state.pipeline.source == crate::engine::pipeline::Source::Weights {
+        format!("{h} heads, weights from a file")
+    } else if g == h {
         "MHA: every head has its own K/V".to_string()
     } else if g == 1 {
         format!("MQA: {h} heads share one K/V")

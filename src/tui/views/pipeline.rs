@@ -240,7 +240,10 @@ impl View for PipelineView {
             .take(a.formula.height as usize)
             .map(|l| Line::from(Span::styled(l, t.formula)))
             .collect();
+        let says_why =
+            stage.formula.starts_with("inactive") || stage.formula.starts_with("not available");
         if !stage.active
+            && !says_why
             && let Some(first) = lines.first_mut()
         {
             first.spans.insert(0, Span::styled("(inactive) ", t.warn));
