@@ -600,10 +600,9 @@ fn traffic_counters_come_from_the_engine_walk() {
 #[test]
 fn weights_from_a_file_explain_why_there_are_no_tiles() {
     pin_tier();
-    let attn = ndarray::Array4::from_elem((1, 1, 3, 3), 1.0 / 3.0);
     let src = attnviz::tui::Source::Weights {
         tokens: vec![],
-        attn,
+        layers: vec![ndarray::Array3::from_elem((1, 3, 3), 1.0 / 3.0)],
         layer: 0,
     };
     let mut s = State::new(src, options(false, None)).unwrap();
