@@ -1,5 +1,489 @@
-//! `attnviz bench`.
+//! `attnviz bench`: kernel throughput in GFLOP/s and as a share of this CPU's fp32 FMA
+//! peak, which the command measures itself at every thread count it runs.
 
-pub fn run(_args: &crate::cli::BenchArgs) -> crate::Result<()> {
-    Err(super::not_yet("bench"))
+use std::time::{Duration, Instant};
+
+use ndarray::{Array4, ArrayView4};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::cli::BenchArgs;
+use crate::engine::config::MaskKind;
+use crate::engine::mask::Mask;
+use crate::engine::problem::{AttnSpec, ProblemShape};
+use crate::engine::{naive, reference};
+use crate::error::{Error, Result};
+use crate::kernel::{self, AlignedBuf, KernelOptions, Tier, peak};
+
+/// The smallest number of timed runs behind a median (DESIGN.md).
+const MIN_REPS: usize = 5;
+
+/// Short cases repeat until their timed runs fill about this long, for a stable median.
+const TIMED_SPAN: Duration = Duration::from_millis(300);
+
+/// ... but never more than this many timed runs.
+const MAX_REPS: usize = 200;
+
+/// The f64 reference is plain loops at roughly 1 GFLOP/s: beyond this many multiply-adds
+/// per call (N = 256 at H = 8, d = 64 is 67 M) it is skipped with a note.
+const REFERENCE_BUDGET: f64 = 1.5e8;
+
+/// The naive path holds one N x N f32 score matrix per worker; beyond this it is skipped.
+const NAIVE_SCORE_BYTES: f64 = 2.0 * 1024.0 * 1024.0 * 1024.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KernelName {
+    Flash,
+    Naive,
+    Reference,
+}
+
+impl KernelName {
+    fn parse(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "flash" => Ok(KernelName::Flash),
+            "naive" => Ok(KernelName::Naive),
+            "reference" => Ok(KernelName::Reference),
+            other => Err(Error::usage(format!(
+                "--kernels: unknown kernel '{other}'; expected a list of flash, naive, reference"
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            KernelName::Flash => "flash",
+            KernelName::Naive => "naive",
+            KernelName::Reference => "reference",
+        }
+    }
+}
+
+/// One measured case, with the JSON fields of DESIGN.md (and a few extra).
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRecord {
+    pub kernel: &'static str,
+    pub n: usize,
+    pub d: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub causal: bool,
+    pub threads: usize,
+    /// Median wall time of one call.
+    pub ms: f64,
+    /// 4 B H N^2 d flops (halved for causal) per second, / 1e9.
+    pub gflops: f64,
+    /// This CPU's fp32 FMA peak at `threads` threads (best tier), measured by bench.
+    pub peak_gflops: f64,
+    pub pct_peak: f64,
+    /// The instruction set that ran.
+    pub simd: String,
+    pub batch: usize,
+    pub reps: usize,
+    pub ms_min: f64,
+    pub ms_max: f64,
+}
+
+struct Inputs {
+    shape: ProblemShape,
+    q: AlignedBuf,
+    k: AlignedBuf,
+    v: AlignedBuf,
+    spec: AttnSpec,
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.ui {
+        return crate::tui::frame_bench::bench_ui(args);
+    }
+    let plan = Plan::from_args(args)?;
+    let flash_tier = Tier::resolve(None, kernel::SIMD_ENV)?;
+    let best = Tier::best();
+    let peaks: Vec<(usize, f64)> = plan
+        .threads
+        .iter()
+        .map(|&t| (t, peak::fma_peak_gflops(best, t)))
+        .collect();
+    if !args.json {
+        let list: Vec<String> = peaks
+            .iter()
+            .map(|(t, p)| format!("{t} thread{}: {p:.1}", if *t == 1 { "" } else { "s" }))
+            .collect();
+        println!(
+            "fp32 FMA peak of this CPU ({best}, measured), GFLOP/s: {}",
+            list.join(", ")
+        );
+    }
+    let mut records = Vec::new();
+    for &n in &plan.ns {
+        let inputs = make_inputs(&plan, n)?;
+        for &kern in &plan.kernels {
+            if let Some(why) = plan.skip_reason(kern, n) {
+                eprintln!("note: {why}");
+                continue;
+            }
+            for &(threads, peak_gflops) in &peaks {
+                let r = measure(&plan, &inputs, kern, threads, flash_tier, peak_gflops)?;
+                if !args.json {
+                    if records.is_empty() {
+                        println!("{}", table_header());
+                    }
+                    println!("{}", table_row(&r));
+                }
+                records.push(r);
+            }
+        }
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&records)
+            .map_err(|e| Error::Internal(format!("cannot write bench JSON: {e}")))?;
+        println!("{text}");
+    }
+    Ok(())
+}
+
+struct Plan {
+    ns: Vec<usize>,
+    d: usize,
+    heads: usize,
+    kv_heads: usize,
+    batch: usize,
+    causal: bool,
+    threads: Vec<usize>,
+    kernels: Vec<KernelName>,
+    reps: usize,
+}
+
+impl Plan {
+    fn from_args(a: &BenchArgs) -> Result<Plan> {
+        if a.n.is_empty() || a.n.contains(&0) {
+            return Err(Error::usage(
+                "--n needs sequence lengths >= 1, e.g. --n 256,1024",
+            ));
+        }
+        if a.d == 0 || a.heads == 0 {
+            return Err(Error::usage("--d and --heads must be at least 1"));
+        }
+        let kv_heads = a.kv_heads.unwrap_or(a.heads);
+        if kv_heads == 0 || !a.heads.is_multiple_of(kv_heads) {
+            return Err(Error::usage(format!(
+                "--kv-heads {kv_heads} must divide --heads {} (GQA/MQA)",
+                a.heads
+            )));
+        }
+        let batch = a.batch.unwrap_or(1);
+        if batch == 0 {
+            return Err(Error::usage("--batch must be at least 1"));
+        }
+        if a.reps < MIN_REPS {
+            return Err(Error::usage(format!(
+                "--reps {} is too few for a median; give at least {MIN_REPS}",
+                a.reps
+            )));
+        }
+        let mut threads = if a.threads.is_empty() {
+            vec![1, kernel::default_threads()]
+        } else {
+            a.threads.clone()
+        };
+        if threads.contains(&0) {
+            return Err(Error::usage("--threads counts must be at least 1"));
+        }
+        threads.dedup();
+        let mut kernels = Vec::new();
+        for k in &a.kernels {
+            let k = KernelName::parse(k)?;
+            if !kernels.contains(&k) {
+                kernels.push(k);
+            }
+        }
+        if kernels.is_empty() {
+            return Err(Error::usage(
+                "--kernels needs at least one of flash, naive, reference",
+            ));
+        }
+        Ok(Plan {
+            ns: a.n.clone(),
+            d: a.d,
+            heads: a.heads,
+            kv_heads,
+            batch,
+            causal: a.causal,
+            threads,
+            kernels,
+            reps: a.reps,
+        })
+    }
+
+    fn flops(&self, n: usize) -> f64 {
+        let full = 4.0 * (self.batch * self.heads) as f64 * (n as f64).powi(2) * self.d as f64;
+        if self.causal { full / 2.0 } else { full }
+    }
+
+    fn skip_reason(&self, k: KernelName, n: usize) -> Option<String> {
+        let work = (self.batch * self.heads) as f64 * (n as f64).powi(2) * (2 * self.d) as f64;
+        match k {
+            KernelName::Reference if work > REFERENCE_BUDGET => Some(format!(
+                "reference skipped at n = {n}: {work:.2e} f64 multiply-adds per call is too slow to time; it runs for small n (e.g. --n 256)"
+            )),
+            KernelName::Naive if (n as f64).powi(2) * 4.0 > NAIVE_SCORE_BYTES => Some(format!(
+                "naive skipped at n = {n}: its {n} x {n} f32 score matrix needs {:.1} GiB per head",
+                (n as f64).powi(2) * 4.0 / (1u64 << 30) as f64
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn make_inputs(p: &Plan, n: usize) -> Result<Inputs> {
+    let shape = ProblemShape::from_dims(
+        [p.batch, p.heads, n, p.d],
+        [p.batch, p.kv_heads, n, p.d],
+        [p.batch, p.kv_heads, n, p.d],
+    )?;
+    let mut rng = ChaCha8Rng::seed_from_u64(0x00BE_AC11 ^ n as u64);
+    let mut fill = |len: usize| {
+        let mut b = AlignedBuf::zeros(len);
+        for x in b.as_mut_slice() {
+            *x = rng.random_range(-1.0f32..1.0);
+        }
+        b
+    };
+    let q = fill(p.batch * p.heads * n * p.d);
+    let k = fill(p.batch * p.kv_heads * n * p.d);
+    let v = fill(p.batch * p.kv_heads * n * p.d);
+    let kind = if p.causal {
+        MaskKind::Causal
+    } else {
+        MaskKind::None
+    };
+    let mask = Mask::resolve(&kind, p.batch, p.heads, n, n)?;
+    let spec = AttnSpec::new(&shape, mask, false, None);
+    Ok(Inputs {
+        shape,
+        q,
+        k,
+        v,
+        spec,
+    })
+}
+
+fn measure(
+    plan: &Plan,
+    inp: &Inputs,
+    kern: KernelName,
+    threads: usize,
+    flash_tier: Tier,
+    peak_gflops: f64,
+) -> Result<BenchRecord> {
+    let n = inp.shape.n_q;
+    let (samples, simd) = match kern {
+        KernelName::Flash => {
+            let opts = KernelOptions {
+                threads: Some(threads),
+                tier: Some(flash_tier),
+                ..Default::default()
+            };
+            let s = &inp.shape;
+            let call = || {
+                kernel::attention(
+                    s,
+                    inp.q.as_slice(),
+                    inp.k.as_slice(),
+                    inp.v.as_slice(),
+                    &inp.spec,
+                    &opts,
+                )
+                .map(|o| std::hint::black_box(o.out.len()))
+            };
+            (time_calls(plan.reps, call)?, flash_tier.to_string())
+        }
+        KernelName::Naive => {
+            let heads = per_head(inp)?;
+            let pool = bench_pool(threads)?;
+            let call = || {
+                pool.install(|| {
+                    heads.par_iter().for_each(|h| {
+                        let o =
+                            naive::attention(&h.shape, h.q.view(), h.k.view(), h.v.view(), &h.spec);
+                        std::hint::black_box(o.out.len());
+                    })
+                });
+                Ok(())
+            };
+            (time_calls(plan.reps, call)?, "matrixmultiply".to_string())
+        }
+        KernelName::Reference => {
+            let heads = per_head(inp)?;
+            let as64 = |a: &Array4<f32>| a.mapv(f64::from);
+            let heads64: Vec<_> = heads
+                .iter()
+                .map(|h| (as64(&h.q), as64(&h.k), as64(&h.v)))
+                .collect();
+            let pool = bench_pool(threads)?;
+            let call = || {
+                pool.install(|| {
+                    heads.par_iter().zip(&heads64).for_each(|(h, (q, k, v))| {
+                        let o =
+                            reference::attention(&h.shape, q.view(), k.view(), v.view(), &h.spec);
+                        std::hint::black_box(o.out.len());
+                    })
+                });
+                Ok(())
+            };
+            (time_calls(plan.reps, call)?, "scalar-f64".to_string())
+        }
+    };
+    let ms = median(&samples);
+    let gflops = plan.flops(n) / (ms * 1e6);
+    Ok(BenchRecord {
+        kernel: kern.name(),
+        n,
+        d: plan.d,
+        heads: plan.heads,
+        kv_heads: plan.kv_heads,
+        causal: plan.causal,
+        threads,
+        ms,
+        gflops,
+        peak_gflops,
+        pct_peak: 100.0 * gflops / peak_gflops,
+        simd,
+        batch: plan.batch,
+        reps: samples.len(),
+        ms_min: samples.iter().copied().fold(f64::INFINITY, f64::min),
+        ms_max: samples.iter().copied().fold(0.0, f64::max),
+    })
+}
+
+/// One warm-up call, then at least `reps` timed calls (more for short calls); ms each.
+fn time_calls<T>(reps: usize, mut call: impl FnMut() -> Result<T>) -> Result<Vec<f64>> {
+    let t0 = Instant::now();
+    call()?;
+    let first = t0.elapsed().max(Duration::from_micros(1));
+    let fit = (TIMED_SPAN.as_secs_f64() / first.as_secs_f64()) as usize;
+    let count = reps.max(fit.min(MAX_REPS));
+    let mut ms = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t = Instant::now();
+        call()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(ms)
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// The naive and reference paths are single-threaded per call; bench runs one call per
+/// (batch, head) on a pool of `threads` workers so they use the same cores as flash.
+fn bench_pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start {threads} bench threads: {e}")))
+}
+
+struct OneHead {
+    shape: ProblemShape,
+    q: Array4<f32>,
+    k: Array4<f32>,
+    v: Array4<f32>,
+    spec: AttnSpec,
+}
+
+fn per_head(inp: &Inputs) -> Result<Vec<OneHead>> {
+    let s = inp.shape;
+    let q = ArrayView4::from_shape([s.batch, s.heads, s.n_q, s.d], inp.q.as_slice())
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let k = ArrayView4::from_shape([s.batch, s.kv_heads, s.n_k, s.d], inp.k.as_slice())
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let v = ArrayView4::from_shape([s.batch, s.kv_heads, s.n_k, s.dv], inp.v.as_slice())
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let one = ProblemShape::from_dims([1, 1, s.n_q, s.d], [1, 1, s.n_k, s.d], [1, 1, s.n_k, s.dv])?;
+    let mut heads = Vec::new();
+    for b in 0..s.batch {
+        for h in 0..s.heads {
+            let g = s.kv_head_for(h);
+            let take = |a: &ArrayView4<f32>, hh: usize| {
+                a.slice(ndarray::s![b..b + 1, hh..hh + 1, .., ..])
+                    .to_owned()
+            };
+            let mask = Mask::resolve(inp.spec.mask.kind(), 1, 1, s.n_q, s.n_k)?;
+            heads.push(OneHead {
+                shape: one,
+                q: take(&q, h),
+                k: take(&k, g),
+                v: take(&v, g),
+                spec: AttnSpec::new(&one, mask, false, Some(inp.spec.scale)),
+            });
+        }
+    }
+    Ok(heads)
+}
+
+fn table_header() -> String {
+    format!(
+        "{:<10} {:>6} {:>4} {:>5} {:>4} {:>6} {:>7} {:>10} {:>9} {:>7}  {}",
+        "kernel", "n", "d", "heads", "kv", "causal", "threads", "ms", "GFLOP/s", "% peak", "simd"
+    )
+}
+
+fn table_row(r: &BenchRecord) -> String {
+    format!(
+        "{:<10} {:>6} {:>4} {:>5} {:>4} {:>6} {:>7} {:>10.3} {:>9.1} {:>6.1}%  {}",
+        r.kernel,
+        r.n,
+        r.d,
+        r.heads,
+        r.kv_heads,
+        if r.causal { "yes" } else { "no" },
+        r.threads,
+        r.ms,
+        r.gflops,
+        r.pct_peak,
+        r.simd
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn flops_follow_the_contract() {
+        let args = BenchArgs {
+            n: vec![4096],
+            d: 64,
+            heads: 8,
+            kv_heads: None,
+            batch: None,
+            causal: true,
+            threads: vec![1],
+            kernels: vec!["flash".into()],
+            reps: 5,
+            ui: false,
+            json: true,
+        };
+        let p = Plan::from_args(&args).unwrap();
+        assert_eq!(p.flops(4096), 4.0 * 8.0 * 4096.0 * 4096.0 * 64.0 / 2.0);
+        assert!(p.skip_reason(KernelName::Reference, 4096).is_some());
+        assert!(p.skip_reason(KernelName::Reference, 64).is_none());
+    }
 }

@@ -27,10 +27,3 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Memory(args)) => calc::memory(&args),
     }
 }
-
-/// The error of a command that a later piece of work brings.
-pub(crate) fn not_yet(what: &str) -> crate::Error {
-    crate::Error::usage(format!(
-        "`attnviz {what}` is not available in this build yet"
-    ))
-}

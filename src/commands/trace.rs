@@ -1,5 +1,198 @@
-//! `attnviz trace`.
+//! `attnviz trace`: FlashAttention's block events as JSON (schema in DESIGN.md), from the
+//! kernel's instrumented run on generated inputs or on one head's .npy tensors.
 
-pub fn run(_args: &crate::cli::TraceArgs) -> crate::Result<()> {
-    Err(super::not_yet("trace"))
+use std::path::Path;
+
+use ndarray::Array2;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::cli::{self, TraceArgs};
+use crate::engine::flash::{self, FlashTrace, LoopOrder, TraceOptions};
+use crate::engine::mask::Mask;
+use crate::engine::npy;
+use crate::engine::problem::AttnSpec;
+use crate::error::{Error, Result};
+
+/// Refuse traces whose JSON would hold more numbers than this (about 0.5 GB of text):
+/// every event repeats its block's outputs.
+const MAX_TRACE_VALUES: usize = 25_000_000;
+
+pub fn run(args: &TraceArgs) -> Result<()> {
+    let trace = compute(args)?;
+    let text = serde_json::to_string(&to_json(&trace))
+        .map_err(|e| Error::Internal(format!("cannot write trace JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// The trace `args` ask for.
+pub fn compute(args: &TraceArgs) -> Result<FlashTrace> {
+    if args.br == 0 || args.bc == 0 {
+        return Err(Error::usage(format!(
+            "--br and --bc must be at least 1 (got --br {} --bc {})",
+            args.br, args.bc
+        )));
+    }
+    let (q, k, v) = match (&args.q, &args.k, &args.v) {
+        (Some(q), Some(k), Some(v)) => {
+            if args.n.is_some() || args.nk.is_some() {
+                return Err(Error::usage(
+                    "--n and --nk size generated inputs; with --q/--k/--v the sizes come from the files",
+                ));
+            }
+            (read_head(q, "Q")?, read_head(k, "K")?, read_head(v, "V")?)
+        }
+        (None, None, None) => generated(args)?,
+        _ => {
+            return Err(Error::usage(
+                "give all of --q, --k and --v, or none of them",
+            ));
+        }
+    };
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let tiles = n_q.div_ceil(args.br) * n_k.div_ceil(args.bc);
+    let values = tiles * args.br.min(n_q) * (v.ncols() + 3);
+    if values > MAX_TRACE_VALUES {
+        return Err(Error::usage(format!(
+            "a trace of {n_q} x {n_k} with --br {} --bc {} has {tiles} tile events ({values} numbers); use larger blocks or shorter inputs",
+            args.br, args.bc
+        )));
+    }
+    let mask = Mask::resolve(&args.mask, 1, 1, n_q, n_k)?;
+    let scale = match args.scale {
+        Some(s) if !s.is_finite() || s == 0.0 => {
+            return Err(Error::usage(format!(
+                "--scale {s} must be a finite, non-zero number"
+            )));
+        }
+        Some(s) => s,
+        None => 1.0 / (q.ncols() as f64).sqrt(),
+    };
+    let spec = AttnSpec {
+        mask,
+        alibi: None,
+        scale,
+    };
+    let loop_order = match args.loop_order {
+        cli::LoopOrder::Fa1 => LoopOrder::Fa1,
+        cli::LoopOrder::Fa2 => LoopOrder::Fa2,
+    };
+    let opts = TraceOptions {
+        br: args.br,
+        bc: args.bc,
+        loop_order,
+        tier: None,
+    };
+    flash::trace(q.view(), k.view(), v.view(), &spec, opts)
+}
+
+fn generated(args: &TraceArgs) -> Result<(Array2<f32>, Array2<f32>, Array2<f32>)> {
+    let n = args
+        .n
+        .ok_or_else(|| Error::usage("give --n (or --q/--k/--v files)"))?;
+    let nk = args.nk.unwrap_or(n);
+    if n == 0 || nk == 0 || args.d == 0 {
+        return Err(Error::usage(format!(
+            "--n, --nk and --d must be at least 1 (got {n}, {nk}, {})",
+            args.d
+        )));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let mut fill =
+        |rows: usize| Array2::from_shape_fn((rows, args.d), |_| rng.random_range(-1.0f32..1.0));
+    let q = fill(n);
+    let k = fill(nk);
+    let v = fill(nk);
+    Ok((q, k, v))
+}
+
+/// One head's tensor [N, d] from a .npy file.
+fn read_head(path: &Path, name: &str) -> Result<Array2<f32>> {
+    let a = npy::read_f64(path)?;
+    let shape = a.shape().to_vec();
+    if shape.len() != 2 {
+        return Err(Error::file(
+            path,
+            format!("{name} has shape {shape:?}; trace takes one head, shaped [N, d]"),
+        ));
+    }
+    if a.iter().any(|x| !x.is_finite()) {
+        return Err(Error::file(
+            path,
+            format!("{name} holds NaN or infinite values"),
+        ));
+    }
+    let a = a
+        .into_dimensionality::<ndarray::Ix2>()
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    Ok(a.mapv(|x| x as f32))
+}
+
+#[derive(Serialize)]
+struct TraceJson<'a> {
+    n_q: usize,
+    n_k: usize,
+    d: usize,
+    dv: usize,
+    br: usize,
+    bc: usize,
+    #[serde(rename = "loop")]
+    loop_order: &'static str,
+    scale: f64,
+    simd: String,
+    events: Vec<EventJson<'a>>,
+    out: &'a [Vec<f64>],
+    lse: Vec<Option<f64>>,
+}
+
+#[derive(Serialize)]
+struct EventJson<'a> {
+    q_block: usize,
+    k_block: usize,
+    skipped: bool,
+    rows: [usize; 2],
+    m: Vec<Option<f64>>,
+    l: &'a [f64],
+    alpha: &'a [f64],
+    o: &'a [Vec<f64>],
+}
+
+/// -inf (a row that has seen no unmasked key) is written as null.
+fn finite_or_null(xs: &[f64]) -> Vec<Option<f64>> {
+    xs.iter().map(|&x| x.is_finite().then_some(x)).collect()
+}
+
+fn to_json(t: &FlashTrace) -> TraceJson<'_> {
+    TraceJson {
+        n_q: t.n_q,
+        n_k: t.n_k,
+        d: t.d,
+        dv: t.dv,
+        br: t.br,
+        bc: t.bc,
+        loop_order: match t.loop_order {
+            LoopOrder::Fa1 => "fa1",
+            LoopOrder::Fa2 => "fa2",
+        },
+        scale: t.scale,
+        simd: t.tier.to_string(),
+        events: t
+            .events
+            .iter()
+            .map(|e| EventJson {
+                q_block: e.q_block,
+                k_block: e.k_block,
+                skipped: e.skipped,
+                rows: [e.rows.start, e.rows.end],
+                m: finite_or_null(&e.m),
+                l: &e.l,
+                alpha: &e.alpha,
+                o: &e.o,
+            })
+            .collect(),
+        out: &t.out,
+        lse: finite_or_null(&t.lse),
+    }
 }

@@ -151,6 +151,22 @@ impl Mask {
         if seen { 0.0 } else { f64::NEG_INFINITY }
     }
 
+    /// The keys that row `i` of batch entry `b` sees, as one range, for the masks that are
+    /// a band (none, causal, window, padding); None for block-sparse and file masks.
+    /// Agrees with [`Mask::bias`]: 0 inside the range, -inf outside. The kernel uses it
+    /// to mask a tile lane-wise instead of element by element.
+    pub fn visible_keys(&self, b: usize, i: usize) -> Option<Range<usize>> {
+        let p = self.query_pos(i);
+        let clamp = |x: isize| x.clamp(0, self.n_k as isize) as usize;
+        match &self.rule {
+            Rule::None => Some(0..self.n_k),
+            Rule::Causal => Some(0..clamp(p + 1)),
+            Rule::Window(w) => Some(clamp(p + 1 - *w as isize)..clamp(p + 1)),
+            Rule::Padding(lens) => Some(0..lens[b]),
+            Rule::Blocks { .. } | Rule::Additive(_) => None,
+        }
+    }
+
     /// True if pair (i, j) is masked out entirely.
     pub fn is_masked(&self, b: usize, h: usize, i: usize, j: usize) -> bool {
         self.bias(b, h, i, j) == f64::NEG_INFINITY
@@ -198,7 +214,27 @@ impl Mask {
                     TileClass::Partial
                 }
             }
-            Rule::Blocks { .. } | Rule::Additive(_) => self.scan_tile(b, h, rows, cols),
+            Rule::Blocks { block, allowed } => {
+                // One look per (query block, key block) cell the tile touches instead of
+                // one per element: every touched cell holds at least one of its pairs.
+                if r1 < 0 {
+                    return TileClass::Empty;
+                }
+                let (mut any, mut all) = (false, r0 >= 0);
+                for qb in r0.max(0) as usize / block..=r1 as usize / block {
+                    for kb in cols.start / block..=(cols.end - 1) / block {
+                        let seen = allowed[[qb, kb]];
+                        any |= seen;
+                        all &= seen;
+                    }
+                }
+                match (any, all) {
+                    (false, _) => TileClass::Empty,
+                    (true, true) => TileClass::Full,
+                    (true, false) => TileClass::Partial,
+                }
+            }
+            Rule::Additive(_) => self.scan_tile(b, h, rows, cols),
         }
     }
 
@@ -323,8 +359,15 @@ mod tests {
 
     #[test]
     fn tile_classes_agree_with_elements() {
-        for kind in ["none", "causal", "window:3", "bigbird:1,1,1,2"] {
-            for (nq, nk) in [(7, 7), (5, 9), (9, 5)] {
+        for kind in [
+            "none",
+            "causal",
+            "window:3",
+            "bigbird:1,1,1,2",
+            "bigbird:0,1,2,3",
+            "bigbird:1,0,1,1",
+        ] {
+            for (nq, nk) in [(7, 7), (5, 9), (9, 5), (12, 4)] {
                 let m = mask(kind, nq, nk);
                 for r0 in 0..nq {
                     for c0 in 0..nk {
@@ -337,6 +380,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn visible_keys_agree_with_bias() {
+        for kind in ["none", "causal", "window:1", "window:3", "padding:4,0"] {
+            for (nq, nk) in [(7, 7), (5, 9), (9, 5)] {
+                let m = Mask::resolve(&kind.parse().unwrap(), 2, 1, nq, nk.max(4)).unwrap();
+                for b in 0..2 {
+                    for i in 0..nq {
+                        let keys = m.visible_keys(b, i).unwrap();
+                        for j in 0..m.n_k() {
+                            assert_eq!(
+                                !m.is_masked(b, 0, i, j),
+                                keys.contains(&j),
+                                "{kind} {nq}x{nk} b{b} ({i},{j})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(mask("bigbird:1,1,1,2", 4, 4).visible_keys(0, 0).is_none());
     }
 
     #[test]

@@ -7,11 +7,14 @@
 //! algorithms as Dao et al. 2022 write them ("FlashAttention: Fast and Memory-Efficient
 //! Exact Attention with IO-Awareness"): Algorithm 0 for standard attention and
 //! Algorithm 1 for FlashAttention, whose totals Theorem 2 bounds by Theta(N d + N^2) and
-//! Theta(N^2 d^2 / M). Counts are in elements, as in the paper; bytes multiply by the
-//! element size.
+//! Theta(N^2 d^2 / M); FlashAttention-2 (Dao 2023, Algorithm 1) swaps the loops and moves
+//! Theta(N^2 d^2 / M) too. Counts are in elements, as in the papers; bytes multiply by
+//! the element size. [`tiled_traffic`] walks either loop order tile by tile, for the
+//! counters of the flash view.
 
 use crate::cli::Dtype;
 use crate::error::{Error, Result};
+use crate::kernel::LoopOrder;
 
 /// The name a user types for a dtype (`f32`, `f16`, `bf16`, `int8`).
 pub fn dtype_name(dtype: Dtype) -> &'static str {
@@ -319,7 +322,7 @@ impl FlashBlocks {
                 )));
             }
         }
-        let tile = 2 * (br as u128 + bc as u128) * s.d as u128 + br as u128 * bc as u128;
+        let tile = tile_elements(br, bc, s.d);
         Ok(FlashBlocks {
             sram_elements: m,
             br,
@@ -332,6 +335,12 @@ impl FlashBlocks {
             tiles_fit_sram: tile <= m as u128,
         })
     }
+}
+
+/// Elements one inner step of FlashAttention holds on chip: Q_i and O_i (Br x d each),
+/// K_j and V_j (Bc x d each) and the score block S_ij (Br x Bc).
+pub fn tile_elements(br: u64, bc: u64, d: u64) -> u128 {
+    2 * (br as u128 + bc as u128) * d as u128 + br as u128 * bc as u128
 }
 
 /// Direction of one HBM access.
@@ -413,6 +422,8 @@ pub struct MemoryReport {
     pub blocks: FlashBlocks,
     pub standard: HbmCount,
     pub flash: HbmCount,
+    /// FlashAttention-2's loop order (Dao 2023, Algorithm 1) with the same blocks.
+    pub flash2: HbmCount,
     /// standard accesses / flash accesses.
     pub ratio: f64,
 }
@@ -521,6 +532,58 @@ fn flash_hbm(s: &MemoryShape, blocks: &FlashBlocks) -> Result<HbmCount> {
     )
 }
 
+/// FlashAttention-2, Algorithm 1 of Dao 2023 (forward pass), per head, with
+/// Tr = ceil(N / Br): the loops of Algorithm 1 swapped, so each query block is loaded
+/// once and its output written once, while K and V stream past every query block:
+///
+/// - line 4, once per outer iteration i: load Q_i; over all i, reads N d;
+/// - line 7, for each inner block j of each outer iteration: load K_j and V_j; over the
+///   Tc inner blocks that is all of K and V: reads Tr 2 N d;
+/// - lines 14-15, once per outer iteration: write O_i and the log-sum-exp L_i: writes
+///   N d + N (O, l and m are initialised on chip, line 5, so nothing is written first).
+///
+/// Total 2 N d + N + Tr 2 N d. With Br = Theta(M / d), Tr is Theta(N d / M) and the
+/// total Theta(N^2 d^2 / M), the order of Algorithm 1.
+fn flash2_hbm(s: &MemoryShape, blocks: &FlashBlocks) -> Result<HbmCount> {
+    let (n, d, h, tr) = (s.n as u128, s.d as u128, s.heads as u128, blocks.tr as u128);
+    let term = |what: &str, access, expr: &str, per_head: u128| -> Result<HbmTerm> {
+        Ok(HbmTerm {
+            what: what.to_string(),
+            access,
+            expr: expr.to_string(),
+            elements: fit(per_head * h, what)?,
+        })
+    };
+    let terms = vec![
+        term("load Q_i (line 4)", Access::Read, "N d", n * d)?,
+        term(
+            "load K_j, V_j (line 7)",
+            Access::Read,
+            "Tr 2 N d",
+            tr * 2 * n * d,
+        )?,
+        term(
+            "write O_i, L_i (lines 14-15)",
+            Access::Write,
+            "N d + N",
+            n * d + n,
+        )?,
+    ];
+    let (nf, df, hf, mf) = (
+        s.n as f64,
+        s.d as f64,
+        s.heads as f64,
+        blocks.sram_elements as f64,
+    );
+    HbmCount::from_terms(
+        terms,
+        s.dtype,
+        format!("2 N d + N + Tr 2 N d, Tr = ceil(N / Br) = {}", blocks.tr),
+        "N^2 d^2 / M",
+        hf * nf * nf * df * df / mf,
+    )
+}
+
 /// The attention matrix and the HBM traffic of both algorithms for `s`.
 pub fn memory_report(s: &MemoryShape) -> Result<MemoryReport> {
     for (flag, v) in [("--n", s.n), ("--heads", s.heads), ("--d", s.d)] {
@@ -533,6 +596,7 @@ pub fn memory_report(s: &MemoryShape) -> Result<MemoryReport> {
     let blocks = FlashBlocks::new(s)?;
     let standard = standard_hbm(s)?;
     let flash = flash_hbm(s, &blocks)?;
+    let flash2 = flash2_hbm(s, &blocks)?;
     Ok(MemoryReport {
         config: *s,
         matrix_entries: fit(entries, "the score matrix's entries")?,
@@ -542,6 +606,215 @@ pub fn memory_report(s: &MemoryShape) -> Result<MemoryReport> {
         blocks,
         standard,
         flash,
+        flash2,
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Traffic tile by tile
+// ---------------------------------------------------------------------------------
+
+/// One head of a tiled run: Q [n_q, d], K [n_k, d], V [n_k, dv], blocks of Br query
+/// rows and Bc keys (the last blocks may be shorter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TiledShape {
+    pub n_q: u64,
+    pub n_k: u64,
+    pub d: u64,
+    pub dv: u64,
+    pub br: u64,
+    pub bc: u64,
+}
+
+impl TiledShape {
+    /// Tr: query blocks.
+    pub fn tr(&self) -> u64 {
+        self.n_q.div_ceil(self.br)
+    }
+
+    /// Tc: key/value blocks.
+    pub fn tc(&self) -> u64 {
+        self.n_k.div_ceil(self.bc)
+    }
+
+    /// Rows of query block `i`.
+    pub fn rows(&self, i: u64) -> u64 {
+        self.br.min(self.n_q - i * self.br)
+    }
+
+    /// Keys of key block `j`.
+    pub fn cols(&self, j: u64) -> u64 {
+        self.bc.min(self.n_k - j * self.bc)
+    }
+
+    /// Standard attention (Algorithm 0) on these sizes: read Q and K, write S; read S,
+    /// write P; read P and V, write O.
+    pub fn standard(&self) -> Traffic {
+        let (nq, nk, d, dv) = (self.n_q, self.n_k, self.d, self.dv);
+        Traffic {
+            reads: nq * d + nk * d + nq * nk + nq * nk + nk * dv,
+            writes: nq * nk + nq * nk + nq * dv,
+        }
+    }
+}
+
+/// Elements read from and written to HBM.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl Traffic {
+    pub fn total(&self) -> u64 {
+        self.reads + self.writes
+    }
+
+    fn add(&mut self, reads: u64, writes: u64) {
+        self.reads += reads;
+        self.writes += writes;
+    }
+}
+
+/// The HBM traffic of one tiled run, after each tile, in the run's loop order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TiledTraffic {
+    pub shape: TiledShape,
+    pub order: LoopOrder,
+    /// Before the first tile: FlashAttention-1 initialises O, l and m in HBM (line 2).
+    pub start: Traffic,
+    /// `after[k]`: everything moved up to and including the k-th tile of the loop
+    /// (start included); the last entry is the run's total.
+    pub after: Vec<Traffic>,
+    /// The same loops with no tile skipped: the count the papers write (for Fa1 equal
+    /// to [`memory_report`]'s `flash`, for Fa2 to its `flash2`, when n_q = n_k, d = dv).
+    pub dense: Traffic,
+    /// Standard attention on the same sizes (Algorithm 0; it materialises all of S and
+    /// P whatever the mask).
+    pub standard: Traffic,
+}
+
+impl TiledTraffic {
+    /// Moved once the run is over.
+    pub fn total(&self) -> Traffic {
+        self.after.last().copied().unwrap_or(self.start)
+    }
+}
+
+/// Walk one tiled run tile by tile and count its HBM traffic as the papers write the
+/// loops. `skipped(i, j)` says whether the mask empties tile (query block i, key block
+/// j); a skipped tile computes nothing and moves nothing of its own:
+///
+/// - [`LoopOrder::Fa1`], Dao et al. 2022 Algorithm 1 (key blocks outer): O, l, m are
+///   initialised in HBM first (line 2); at the first tile of each outer iteration j,
+///   K_j and V_j are loaded (line 6); each tile loads Q_i, O_i, l_i, m_i (line 8) and
+///   writes O_i, l_i, m_i back (lines 12-13). A skipped tile leaves out lines 8-13, as
+///   block-sparse FlashAttention (Algorithm 5 of the same paper) does; K_j and V_j are
+///   loaded all the same.
+/// - [`LoopOrder::Fa2`], Dao 2023 Algorithm 1 (query blocks outer): at the first tile
+///   of each outer iteration i, Q_i is loaded (line 4); each tile loads K_j and V_j
+///   (line 7), except a skipped one; after the last tile of the row, O_i and L_i are
+///   written (lines 14-15).
+pub fn tiled_traffic(
+    shape: &TiledShape,
+    order: LoopOrder,
+    skipped: impl Fn(usize, usize) -> bool,
+) -> Result<TiledTraffic> {
+    let s = shape;
+    for (name, v) in [
+        ("n_q", s.n_q),
+        ("n_k", s.n_k),
+        ("d", s.d),
+        ("dv", s.dv),
+        ("Br", s.br),
+        ("Bc", s.bc),
+    ] {
+        if v == 0 {
+            return Err(Error::usage(format!("{name} is 0; it must be at least 1")));
+        }
+    }
+    let (tr, tc) = (s.tr(), s.tc());
+    let tiles = tr
+        .checked_mul(tc)
+        .filter(|t| *t <= 1 << 24)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "{tr} x {tc} tiles are too many to walk one by one; choose larger Br and Bc"
+            ))
+        })?;
+    let mut now = Traffic::default();
+    let mut dense = Traffic::default();
+    if order == LoopOrder::Fa1 {
+        for t in [&mut now, &mut dense] {
+            t.add(0, s.n_q * s.dv + 2 * s.n_q);
+        }
+    }
+    let start = now;
+    let mut after = Vec::with_capacity(tiles as usize);
+    // Tile (i, j) in the loop order; `first` and `last` mark the outer loop's edges.
+    let tile = |i: u64, j: u64, now: &mut Traffic, dense: &mut Traffic| {
+        let (rows, cols) = (s.rows(i), s.cols(j));
+        let skip = skipped(i as usize, j as usize);
+        let (mut r, mut w) = (0, 0);
+        let (mut rd, mut wd) = (0, 0);
+        match order {
+            LoopOrder::Fa1 => {
+                if i == 0 {
+                    r += cols * (s.d + s.dv);
+                    rd += cols * (s.d + s.dv);
+                }
+                let (tile_r, tile_w) = (rows * (s.d + s.dv) + 2 * rows, rows * s.dv + 2 * rows);
+                rd += tile_r;
+                wd += tile_w;
+                if !skip {
+                    r += tile_r;
+                    w += tile_w;
+                }
+            }
+            LoopOrder::Fa2 => {
+                if j == 0 {
+                    r += rows * s.d;
+                    rd += rows * s.d;
+                }
+                let kv = cols * (s.d + s.dv);
+                rd += kv;
+                if !skip {
+                    r += kv;
+                }
+                if j + 1 == tc {
+                    w += rows * s.dv + rows;
+                    wd += rows * s.dv + rows;
+                }
+            }
+        }
+        now.add(r, w);
+        dense.add(rd, wd);
+    };
+    match order {
+        LoopOrder::Fa1 => {
+            for j in 0..tc {
+                for i in 0..tr {
+                    tile(i, j, &mut now, &mut dense);
+                    after.push(now);
+                }
+            }
+        }
+        LoopOrder::Fa2 => {
+            for i in 0..tr {
+                for j in 0..tc {
+                    tile(i, j, &mut now, &mut dense);
+                    after.push(now);
+                }
+            }
+        }
+    }
+    Ok(TiledTraffic {
+        shape: *s,
+        order,
+        start,
+        after,
+        dense,
+        standard: s.standard(),
     })
 }
 
@@ -760,6 +1033,122 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("64 bits"), "{e}");
+    }
+
+    fn tiled(n: u64, d: u64, br: u64, bc: u64) -> TiledShape {
+        TiledShape {
+            n_q: n,
+            n_k: n,
+            d,
+            dv: d,
+            br,
+            bc,
+        }
+    }
+
+    #[test]
+    fn dense_walks_equal_the_closed_forms_of_both_papers() {
+        for (n, d, br, bc) in [
+            (100, 8, 7, 13),
+            (64, 16, 16, 16),
+            (5, 3, 8, 2),
+            (7, 4, 2, 2),
+        ] {
+            let mut s = shape(n, d);
+            s.br = Some(br);
+            s.bc = Some(bc);
+            let r = memory_report(&s).unwrap();
+            let t = tiled(n, d, br, bc);
+            let fa1 = tiled_traffic(&t, LoopOrder::Fa1, |_, _| false).unwrap();
+            let fa2 = tiled_traffic(&t, LoopOrder::Fa2, |_, _| false).unwrap();
+            assert_eq!(
+                (fa1.dense.reads, fa1.dense.writes),
+                (r.flash.reads, r.flash.writes)
+            );
+            assert_eq!(
+                (fa2.dense.reads, fa2.dense.writes),
+                (r.flash2.reads, r.flash2.writes)
+            );
+            assert_eq!(fa1.total(), fa1.dense);
+            assert_eq!(fa2.total(), fa2.dense);
+            assert_eq!(fa1.standard.total(), r.standard.accesses);
+            assert_eq!(fa1.after.len() as u64, t.tr() * t.tc());
+        }
+    }
+
+    #[test]
+    fn fa2_reads_q_once_and_fa1_rereads_it_per_key_block() {
+        // N = 7, d = 4, Br = Bc = 2: Tr = Tc = 4.
+        let t = tiled(7, 4, 2, 2);
+        let fa2 = tiled_traffic(&t, LoopOrder::Fa2, |_, _| false).unwrap();
+        // 2 N d + N + Tr 2 N d = 56 + 7 + 224.
+        assert_eq!(fa2.total().total(), 287);
+        // First tile: Q_0 (2 x 4) and K_0, V_0 (2 x 4 each).
+        assert_eq!(
+            fa2.after[0],
+            Traffic {
+                reads: 24,
+                writes: 0
+            }
+        );
+        // End of the first row of tiles: O_0 (2 x 4) and L_0 (2) written.
+        assert_eq!(fa2.after[3].writes, 10);
+        let fa1 = tiled_traffic(&t, LoopOrder::Fa1, |_, _| false).unwrap();
+        // N d + 2 N + 2 N d + Tc (3 N d + 4 N) = 28 + 14 + 56 + 4 x 112.
+        assert_eq!(fa1.total().total(), 546);
+        assert_eq!(fa1.start.writes, 28 + 14);
+    }
+
+    #[test]
+    fn skipped_tiles_move_less_and_counters_only_grow() {
+        let t = tiled(7, 4, 2, 2);
+        let causal = |i: usize, j: usize| j > i;
+        for order in [LoopOrder::Fa1, LoopOrder::Fa2] {
+            let all = tiled_traffic(&t, order, |_, _| false).unwrap();
+            let some = tiled_traffic(&t, order, causal).unwrap();
+            assert!(some.total().total() < all.total().total(), "{order:?}");
+            assert_eq!(some.dense, all.dense);
+            assert!(
+                some.after
+                    .windows(2)
+                    .all(|w| w[1].reads >= w[0].reads && w[1].writes >= w[0].writes)
+            );
+        }
+        // FA2 skips K_j, V_j (Bc_j keys of d + dv) of the 6 empty tiles: one of K_1,
+        // two of K_2 (2 keys each) and three of K_3 (the last block, 1 key):
+        // (1 x 2 + 2 x 2 + 3 x 1) x 8 = 72 fewer reads.
+        let a = tiled_traffic(&t, LoopOrder::Fa2, |_, _| false).unwrap();
+        let b = tiled_traffic(&t, LoopOrder::Fa2, causal).unwrap();
+        assert_eq!(a.total().reads - b.total().reads, 72);
+    }
+
+    #[test]
+    fn ragged_rectangular_walks_count_every_row_once() {
+        let t = TiledShape {
+            n_q: 5,
+            n_k: 9,
+            d: 3,
+            dv: 2,
+            br: 2,
+            bc: 4,
+        };
+        let fa2 = tiled_traffic(&t, LoopOrder::Fa2, |_, _| false).unwrap();
+        // Q once (5 x 3), K and V Tr = 3 times (9 x 5), O (5 x 2) and L (5) once.
+        assert_eq!(
+            fa2.total(),
+            Traffic {
+                reads: 15 + 3 * 45,
+                writes: 10 + 5
+            }
+        );
+        assert_eq!(
+            t.standard(),
+            Traffic {
+                reads: 15 + 27 + 45 + 45 + 18,
+                writes: 45 + 45 + 10
+            }
+        );
+        assert!(tiled_traffic(&TiledShape { br: 0, ..t }, LoopOrder::Fa1, |_, _| false).is_err());
     }
 
     #[test]

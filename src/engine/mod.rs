@@ -14,9 +14,11 @@
 //! - [`kv_cache`], [`gqa`], [`variants`]: decoding, KV groups, sliding window, BigBird, linear attention;
 //! - [`memory`], [`presets`]: sizes and HBM traffic; real model configurations;
 //! - [`scaling`]: time and peak heap of the naive and flash paths against n, measured.
+//! - [`flash`]: FlashAttention's tiles recorded from the kernel's own tiled code.
 
 pub mod config;
 pub mod embed;
+pub mod flash;
 pub mod gqa;
 pub mod kv_cache;
 pub mod limits;

@@ -14,7 +14,7 @@
 //!
 //! S^T keeps `SCORE_KEYS` keys x up to 4 row vectors of accumulators in registers and
 //! streams d; P V keeps `PV_ROWS` rows x up to 4 column vectors and streams the keys.
-//! Every load feeds 2.4 (S) or 2 (P V) FMAs, inside what two load ports sustain.
+//! On AVX-512 every load feeds 2.4 (S) or 2 (P V) FMAs, inside what two load ports sustain.
 
 use pulp::Simd;
 
@@ -22,8 +22,9 @@ use pulp::Simd;
 /// 1 broadcast = 29 of AVX-512's 32 registers (6 x 2 + 2 + 1 = 15 of AVX2's 16).
 pub const SCORE_KEYS: usize = 6;
 
-/// Query rows per P V register block: 4 rows x 4 vectors = 16 accumulators (4 x 3 = 12 on
-/// 16-register tiers), enough independent FMA chains to cover 2 pipes x 4 cycles latency.
+/// Query rows per P V register block: 4 rows x 4 vectors = 16 accumulators on 32-register
+/// tiers, 4 x 2 = 8 on 16-register ones (4 x 3 spills on AVX2: measured 93 against 120
+/// GFLOP/s), at least the 8 independent FMA chains that 2 pipes x 4 cycles latency need.
 pub const PV_ROWS: usize = 4;
 
 /// Row vectors of one S^T register block on tier `S`.
@@ -35,7 +36,7 @@ pub const fn score_vecs<S: Simd>() -> usize {
 /// Column vectors of one P V register block on tier `S`.
 #[inline(always)]
 pub const fn pv_vecs<S: Simd>() -> usize {
-    if S::REGISTER_COUNT >= 32 { 4 } else { 3 }
+    if S::REGISTER_COUNT >= 32 { 4 } else { 2 }
 }
 
 #[inline(always)]
@@ -72,7 +73,7 @@ pub struct ScoreArgs<'a> {
 pub fn scores<S: Simd>(s: S, a: ScoreArgs<'_>) {
     let lanes = S::F32_LANES;
     let nvec = a.ld / lanes;
-    assert!(a.ld % lanes == 0 && a.k.len() >= a.nk * a.d && a.qt.len() >= a.d * a.ld);
+    assert!(a.ld.is_multiple_of(lanes) && a.k.len() >= a.nk * a.d && a.qt.len() >= a.d * a.ld);
     assert!(a.st.len() >= a.nk * a.ld && a.tmax.len() >= a.ld);
     let nr_max = score_vecs::<S>();
     let (k, qt, st, tmax) = (
@@ -204,7 +205,7 @@ pub struct PvArgs<'a> {
 #[inline(always)]
 pub fn pv<S: Simd>(s: S, a: PvArgs<'_>) {
     let lanes = S::F32_LANES;
-    assert!(a.ld % PV_ROWS == 0 && a.ldo % lanes == 0 && a.ldo <= a.ldv);
+    assert!(a.ld.is_multiple_of(PV_ROWS) && a.ldo.is_multiple_of(lanes) && a.ldo <= a.ldv);
     assert!(a.pt.len() >= a.nk * a.ld && a.acc.len() >= a.ld * a.ldo);
     assert!(a.nk == 0 || a.v.len() >= (a.nk - 1) * a.ldv + a.ldo);
     let nvec = a.ldo / lanes;

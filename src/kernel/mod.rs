@@ -32,7 +32,7 @@ pub mod tile;
 pub use buf::AlignedBuf;
 pub use pool::default_threads;
 pub use tier::{SIMD_ENV, Tier, available_tiers};
-pub use tile::{BlockView, NoObserver, TileObserver};
+pub use tile::{BlockView, NoObserver, ScoresView, TileObserver};
 
 /// Query rows per block (Br). 64 rows are one AVX-512 S^T register block wide (4 vectors
 /// of 16 lanes), and Q_i^T at d = 64 is 16 KB, which stays in L1 while the keys stream by.
@@ -196,7 +196,7 @@ fn block_sizes(opts: &KernelOptions) -> Result<(usize, usize)> {
 
 fn check_problem(s: &ProblemShape, q: &[f32], k: &[f32], v: &[f32], spec: &AttnSpec) -> Result<()> {
     let dims = [s.batch, s.heads, s.kv_heads, s.n_q, s.n_k, s.d, s.dv];
-    if dims.contains(&0) || s.heads % s.kv_heads != 0 {
+    if dims.contains(&0) || !s.heads.is_multiple_of(s.kv_heads) {
         return Err(Error::usage(format!(
             "bad problem shape {s:?}: every size must be >= 1 and heads a multiple of kv_heads"
         )));

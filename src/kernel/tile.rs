@@ -87,6 +87,13 @@ pub struct BlockState {
     pub(crate) qt: AlignedBuf,
     /// Query positions i' = i + Nk - Nq, for ALiBi.
     pub(crate) qpos: AlignedBuf,
+    /// For band masks (none, causal, window, padding): the keys each row sees are
+    /// band_lo <= j < band_hi, so a Partial tile is masked lane-wise.
+    pub(crate) banded: bool,
+    pub(crate) band_lo: AlignedBuf,
+    pub(crate) band_hi: AlignedBuf,
+    /// The union of the rows' bands: keys outside it are masked for the whole block.
+    pub(crate) band: Range<usize>,
     pub(crate) m: AlignedBuf,
     pub(crate) l: AlignedBuf,
     pub(crate) alpha: AlignedBuf,
@@ -150,7 +157,43 @@ impl BlockView<'_> {
 /// Called after every tile of the tiled loop. The fast path uses [`NoObserver`], which
 /// compiles to nothing.
 pub trait TileObserver {
+    /// After tile (q_block, k_block): the block's state, or that the tile was skipped.
     fn tile(&mut self, q_block: usize, k_block: usize, skipped: bool, state: BlockView<'_>);
+
+    /// During a computed tile, once its scores S = scale Q_i K_j^T + biases are complete
+    /// and before the softmax uses them.
+    fn scores(&mut self, _q_block: usize, _k_block: usize, _scores: ScoresView<'_>) {}
+}
+
+/// The scores of one tile, in natural units, as the kernel computed them.
+pub struct ScoresView<'a> {
+    rows: usize,
+    cols: Range<usize>,
+    /// The keys actually computed (a band mask trims the rest, which are masked).
+    computed: Range<usize>,
+    st: &'a [f32],
+    ld: usize,
+}
+
+impl ScoresView<'_> {
+    /// Rows of the query block.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Keys of the tile.
+    pub fn cols(&self) -> Range<usize> {
+        self.cols.clone()
+    }
+
+    /// Score of block row `r` against key `j` (absolute); -inf where masked.
+    pub fn s(&self, r: usize, j: usize) -> f64 {
+        if self.computed.contains(&j) {
+            self.st[(j - self.computed.start) * self.ld + r] as f64 * std::f64::consts::LN_2
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
 }
 
 /// The observer of the fast path: records nothing.
@@ -196,6 +239,27 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
     for (r, p) in state.qpos.as_mut_slice().iter_mut().enumerate() {
         *p = (rows.start + r) as f32 + offset;
     }
+    state.banded = head.mask.visible_keys(head.b, rows.start).is_some();
+    if state.banded {
+        state.band_lo.resize_zeroed(ld);
+        state.band_hi.resize_zeroed(ld);
+        let (lo, hi) = (state.band_lo.as_mut_slice(), state.band_hi.as_mut_slice());
+        // Padding rows see everything, so they stay finite.
+        hi.fill(f32::INFINITY);
+        // The union of the bands; it stays empty if every row is fully masked.
+        let (mut first, mut last) = (usize::MAX, 0);
+        for (r, i) in rows.clone().enumerate() {
+            if let Some(keys) = head.mask.visible_keys(head.b, i) {
+                lo[r] = keys.start as f32;
+                hi[r] = keys.end as f32;
+                if !keys.is_empty() {
+                    first = first.min(keys.start);
+                    last = last.max(keys.end);
+                }
+            }
+        }
+        state.band = first..last;
+    }
     state.m.resize_zeroed(ld);
     state.m.as_mut_slice().fill(f32::NEG_INFINITY);
     state.l.resize_zeroed(ld);
@@ -208,15 +272,31 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
 /// Process tile (Q_i, K_j) for the columns `cols`, which the mask classed `class`
 /// (never Empty: empty tiles are skipped by the loops).
 #[inline(always)]
-pub(crate) fn process_tile<S: Simd>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn process_tile<S: Simd, O: TileObserver>(
     s: S,
     head: &Head<'_>,
+    (qb, kb): (usize, usize),
     state: &mut BlockState,
     scr: &mut TileScratch,
-    cols: Range<usize>,
     class: TileClass,
+    observer: &mut O,
 ) {
     let lanes = S::F32_LANES;
+    let tile_cols = head.k_cols(kb);
+    let cols = tile_cols.clone();
+    // A band mask masks the keys outside the union of the rows' bands for every row of
+    // the block: a diagonal tile computes only the keys some row sees. Those keys would
+    // add exactly 0 to every sum, so the result is the same.
+    let cols = if class == TileClass::Partial && state.banded {
+        cols.start.max(state.band.start)..cols.end.min(state.band.end)
+    } else {
+        cols
+    };
+    if cols.is_empty() {
+        state.alpha.as_mut_slice().fill(1.0);
+        return;
+    }
     let (ld, nk) = (state.ld, cols.len());
     let nvec = ld / lanes;
     scr.st.ensure(head.bc.max(nk) * ld);
@@ -244,29 +324,24 @@ pub(crate) fn process_tile<S: Simd>(
     if !plain {
         add_biases::<S>(s, head, state, scr, cols.clone(), class);
     }
+    observer.scores(
+        qb,
+        kb,
+        ScoresView {
+            rows: state.rows.len(),
+            cols: tile_cols,
+            computed: cols.clone(),
+            st: scr.st.as_slice(),
+            ld,
+        },
+    );
 
     // 2. The online-softmax update of m, and the shift each score is taken against.
     online_softmax_step::<S>(s, state, scr, nvec);
 
     // 3. P = 2^(S - shift) in place, and its row sums; l = alpha l + rowsum(P).
     exp_and_sum::<S>(s, scr, ld, nk, nvec);
-    // SAFETY: l, alpha and lsum hold `ld` = nvec * lanes values.
-    unsafe {
-        let (l, alpha, lsum) = (
-            state.l.as_mut_slice().as_mut_ptr(),
-            state.alpha.as_slice().as_ptr(),
-            scr.lsum.as_slice().as_ptr(),
-        );
-        for v in 0..nvec {
-            let o = v * lanes;
-            let nl = s.mul_add_e_f32s(
-                load::<S>(l.add(o)),
-                load::<S>(alpha.add(o)),
-                load::<S>(lsum.add(o)),
-            );
-            store::<S>(l.add(o), nl);
-        }
-    }
+    update_running_sum::<S>(s, state, scr);
 
     // 4. O = alpha O for rows whose max moved, then O += P V_j.
     rescale_rows::<S>(s, state);
@@ -313,7 +388,22 @@ fn add_biases<S: Simd>(
             }
         }
     }
-    if class == TileClass::Partial {
+    if class == TileClass::Partial && state.banded {
+        let ninf = s.splat_f32s(f32::NEG_INFINITY);
+        let (lo, _) = S::as_simd_f32s(state.band_lo.as_slice());
+        let (hi, _) = S::as_simd_f32s(state.band_hi.as_slice());
+        for (jj, j) in cols.clone().enumerate() {
+            let key = s.splat_f32s(j as f32);
+            let (rv, _) = S::as_mut_simd_f32s(&mut st[jj * ld..][..ld]);
+            for ((x, &lo), &hi) in rv.iter_mut().zip(lo).zip(hi) {
+                let outside = s.or_m32s(
+                    s.less_than_f32s(key, lo),
+                    s.greater_than_or_equal_f32s(key, hi),
+                );
+                *x = s.select_f32s(outside, ninf, *x);
+            }
+        }
+    } else if class == TileClass::Partial {
         for (r, i) in state.rows.clone().enumerate() {
             for (jj, j) in cols.clone().enumerate() {
                 let bias = head.mask.bias(head.b, head.h, i, j);
@@ -370,6 +460,18 @@ fn online_softmax_step<S: Simd>(s: S, state: &mut BlockState, scr: &mut TileScra
                 s.select_f32s(s.equal_f32s(m_new, ninf), zero, m_new),
             );
         }
+    }
+}
+
+/// The second half of the online-softmax update: l = alpha l + (row sums of this tile).
+#[inline(always)]
+fn update_running_sum<S: Simd>(s: S, state: &mut BlockState, scr: &TileScratch) {
+    let ld = state.ld;
+    let (l, _) = S::as_mut_simd_f32s(&mut state.l.as_mut_slice()[..ld]);
+    let (alpha, _) = S::as_simd_f32s(&state.alpha.as_slice()[..ld]);
+    let (lsum, _) = S::as_simd_f32s(&scr.lsum.as_slice()[..ld]);
+    for ((l, &a), &t) in l.iter_mut().zip(alpha).zip(lsum) {
+        *l = s.mul_add_e_f32s(*l, a, t);
     }
 }
 
@@ -470,7 +572,7 @@ pub(crate) fn fa2_block<S: Simd, O: TileObserver>(
         let class = head.class(qb, kb);
         let skipped = class == TileClass::Empty;
         if !skipped {
-            process_tile(s, head, state, scr, head.k_cols(kb), class);
+            process_tile(s, head, (qb, kb), state, scr, class, observer);
         }
         observer.tile(qb, kb, skipped, BlockView { state, skipped });
     }
@@ -500,7 +602,7 @@ pub(crate) fn fa1_head<S: Simd, O: TileObserver>(
             let class = head.class(qb, kb);
             let skipped = class == TileClass::Empty;
             if !skipped {
-                process_tile(s, head, state, scr, head.k_cols(kb), class);
+                process_tile(s, head, (qb, kb), state, scr, class, observer);
             }
             observer.tile(qb, kb, skipped, BlockView { state, skipped });
         }

@@ -74,6 +74,30 @@ pub enum Action {
     ViewCommand(u8),
     /// A report of the scaling view's measuring thread, delivered by the event loop.
     Measurement(crate::engine::scaling::Progress),
+    /// A control of the flash view.
+    Flash(FlashAction),
+}
+
+/// The flash view's controls (FlashAttention tile by tile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashAction {
+    /// One tile forward / back in the loop order.
+    NextTile,
+    PrevTile,
+    FirstTile,
+    LastTile,
+    PlayPause,
+    /// More / fewer tiles per second.
+    Faster,
+    Slower,
+    /// Query rows per block (Br) up / down.
+    MoreRows,
+    FewerRows,
+    /// Keys per block (Bc) up / down.
+    MoreKeys,
+    FewerKeys,
+    /// FlashAttention-2 order (query blocks outer) / FlashAttention-1 (key blocks outer).
+    ToggleOrder,
 }
 
 /// Editing the sentence (`e`).

@@ -61,14 +61,16 @@ pub fn run(mut state: State) -> Result<()> {
     let mut measuring = views::scaling::Driver::default();
     while !state.quit {
         guard.terminal.draw(|f| draw(&state, f)).map_err(io_error)?;
-        let timeout = state
-            .next_change_in_ms()
-            .map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
+        let next_change = state.next_change_in_ms();
+        let timeout = next_change.map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
         let timeout = if measuring.busy() {
             timeout.min(MEASURE_POLL)
         } else {
             timeout
         };
+        // The flash view's tiles count time only from when they started playing, not
+        // the idle wait in which Space was pressed.
+        let tiles_were_playing = next_change.is_some() && state.flash.playing;
         if event::poll(timeout).map_err(io_error)? {
             // Take every pending event before drawing again (key repeat, resize storms).
             loop {
@@ -83,7 +85,7 @@ pub fn run(mut state: State) -> Result<()> {
         }
         measuring.sync(&mut state);
         let ms = ticker.elapsed(&clock);
-        if state.script.as_ref().is_some_and(|p| p.playing) {
+        if state.script.as_ref().is_some_and(|p| p.playing) || tiles_were_playing {
             update(&mut state, Action::Tick { ms });
         }
     }

@@ -125,6 +125,8 @@ pub enum When {
     Computed,
     /// A script (lesson) is loaded.
     Script,
+    /// No script is loaded (a view's key that a script would take, e.g. Space).
+    NoScript,
     /// The data has several layers (a 4-D `--attn` file).
     Layers,
 }
@@ -569,6 +571,7 @@ impl When {
             When::Model => state.source.is_model(),
             When::Computed => state.source.is_computed(),
             When::Script => state.script.is_some(),
+            When::NoScript => state.script.is_none(),
             When::Layers => state.source.layers() > 1,
         }
     }

@@ -110,6 +110,12 @@ pub fn view(kind: crate::tui::ViewKind, lang: Lang) -> Option<&'static str> {
         (V::Scaling, Lang::Zh) => {
             "朴素实现要存下全部 n×n 个分数，n 每翻一倍内存就涨四倍，直到放不下；flash 始终是 O(n·d)。"
         }
+        (V::Flash, Lang::En) => {
+            "FlashAttention never builds the n x n matrix: tile by tile it keeps each row's running max m and sum l, and rescales the partial output by exp(m_old - m_new) when the max grows."
+        }
+        (V::Flash, Lang::Zh) => {
+            "FlashAttention 从不构造 n x n 矩阵：它逐块计算，为每一行保留运行最大值 m 和运行和 l，最大值变大时把部分输出乘以 exp(m_old - m_new) 重新缩放。"
+        }
         _ => return None,
     })
 }

@@ -209,7 +209,9 @@ fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
             style,
         );
     }
-    let right = compute_label(state);
+    let right = views::current(state)
+        .numbers(state)
+        .unwrap_or_else(|| compute_label(state));
     let rw = unicode_width::UnicodeWidthStr::width(right.as_str()) as u16 + 1;
     let tabs_end = tabs(state, l1).last().map_or(l1.x, |(r, _)| r.right());
     if l1.right() >= tabs_end + rw + 2 {

@@ -345,6 +345,8 @@ pub struct State {
     pub overlay: Overlay,
     pub status: Option<Status>,
     pub scale_change: Option<ScaleChange>,
+    /// What the flash view is set to: block sizes, loop order, playback of the tiles.
+    pub flash: crate::tui::views::flash::FlashControls,
     pub script: Option<Playback>,
     /// The terminal size, for mouse hit-testing (the draw itself uses the frame's size).
     pub screen: (u16, u16),
@@ -385,6 +387,7 @@ impl State {
             overlay: Overlay::None,
             status: None,
             scale_change: None,
+            flash: Default::default(),
             script: None,
             screen: (MIN_COLS, MIN_ROWS),
             options,
@@ -484,11 +487,19 @@ impl State {
 
     /// Milliseconds of scene time until autoplay changes the step, if it is playing.
     pub fn next_change_in_ms(&self) -> Option<u64> {
-        let p = self
+        let script = self
             .script
             .as_ref()
-            .filter(|p| p.playing && !p.finished())?;
-        let left = p.dwell_ms(p.index) as f64 - p.elapsed_ms;
-        Some((left.max(0.0) / p.speed).ceil() as u64)
+            .filter(|p| p.playing && !p.finished())
+            .map(|p| {
+                let left = p.dwell_ms(p.index) as f64 - p.elapsed_ms;
+                (left.max(0.0) / p.speed).ceil() as u64
+            });
+        // The flash view's tiles animate on their own clock.
+        let tiles = crate::tui::views::flash::next_tile_in_ms(self);
+        match (script, tiles) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

@@ -102,9 +102,13 @@ pub fn update(state: &mut State, action: Action) {
         }
         Action::Faster => change_speed(state, 1),
         Action::Slower => change_speed(state, -1),
-        Action::Tick { ms } => tick(state, ms),
+        Action::Tick { ms } => {
+            views::flash::tick(state, ms);
+            tick(state, ms);
+        }
         Action::ViewCommand(c) => views::current(state).command(state, c),
         Action::Measurement(p) => views::scaling::receive(state, p),
+        Action::Flash(a) => views::flash::update(state, a),
     }
 }
 
@@ -173,6 +177,8 @@ fn select_head(state: &mut State, h: usize) {
     let n = state.heads();
     if h < n {
         state.head = h;
+        // Views that derive data per head (flash) follow the new head.
+        views::current(state).refresh(state);
         state.clamp();
     } else {
         state.set_status(

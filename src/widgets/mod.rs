@@ -1,5 +1,5 @@
-//! Reusable ratatui widgets: heatmap, legend, bars, and the pieces they share (number
-//! formatting, display-width text fitting, colour and glyph ramps).
+//! Reusable ratatui widgets: heatmap, legend, bars, tile grid, and the pieces they share
+//! (number formatting, display-width text fitting, colour and glyph ramps).
 //!
 //! Widgets know nothing about attention or the app's state: they draw the numbers they
 //! are given with the styles they are given.
@@ -13,6 +13,7 @@ pub mod lines;
 pub mod loglog;
 pub mod numfmt;
 pub mod text;
+pub mod tile_grid;
 
 pub use bars::HBars;
 pub use glyphs::Glyphs;
@@ -20,3 +21,4 @@ pub use heat::{ColorDepth, HeatPainter, ValueScale};
 pub use heatmap::{Heatmap, HeatmapGeometry, HeatmapStyle};
 pub use legend::Legend;
 pub use loglog::{LogLogChart, Series};
+pub use tile_grid::{TileGlyphs, TileGrid, TileGridGeometry, TileGridStyle, TileMark};

@@ -6,6 +6,7 @@
 //! help and the hint bar while it is open.
 
 mod decode;
+pub mod flash;
 mod heads;
 mod inspector;
 pub(crate) mod panel;
@@ -64,6 +65,12 @@ pub trait View: Sync {
         String::new()
     }
 
+    /// What computed the numbers on screen, when it is not the f64 reference pipeline
+    /// alone (the header's right end).
+    fn numbers(&self, _state: &State) -> Option<String> {
+        None
+    }
+
     fn render(&self, state: &State, area: Rect, buf: &mut Buffer);
 
     /// What is under screen position (x, y) of the view's `area`.
@@ -77,6 +84,7 @@ pub static VIEWS: &[&dyn View] = &[
     &pipeline::PipelineView,
     &heads::HeadsView,
     &position::PositionView,
+    &flash::FlashView,
     &decode::DecodeView,
     &variants::VariantsView,
     &scaling::ScalingView,
