@@ -193,7 +193,12 @@ impl Plan {
         if threads.contains(&0) {
             return Err(Error::usage("--threads counts must be at least 1"));
         }
-        threads.dedup();
+        let mut seen = Vec::new();
+        threads.retain(|t| {
+            let first = !seen.contains(t);
+            seen.push(*t);
+            first
+        });
         let mut kernels = Vec::new();
         for k in &a.kernels {
             let k = KernelName::parse(k)?;
