@@ -280,8 +280,8 @@ fn fields(state: &State) -> Vec<Field> {
     out.push(if sh.kv_heads < sh.heads {
         Field {
             name: "head",
-            value: format!("{}/{} (kv {group})", state.head + 1, sh.heads),
-            short: format!("{}/{} kv{group}", state.head + 1, sh.heads),
+            value: format!("{}/{} (kv {})", state.head + 1, sh.heads, group + 1),
+            short: format!("{}/{} kv{}", state.head + 1, sh.heads, group + 1),
         }
     } else {
         field("head", format!("{}/{}", state.head + 1, sh.heads))

@@ -559,7 +559,10 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
         if h < state.heads() {
             state.head = h;
         } else {
-            problems.push(format!("head {h} (there are {})", state.heads()));
+            problems.push(format!(
+                "head index {h} (heads are indexed 0..={})",
+                state.heads() - 1
+            ));
         }
     }
     state.sub = 0;

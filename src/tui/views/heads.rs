@@ -91,9 +91,9 @@ fn title(state: &State, h: usize) -> (String, Style) {
         " "
     };
     let text = if grouped {
-        format!("{mark}head {h} · kv {g}")
+        format!("{mark}head {} · kv {}", h + 1, g + 1)
     } else {
-        format!("{mark}head {h}")
+        format!("{mark}head {}", h + 1)
     };
     let mut style = state.theme.group(g);
     if h == state.head {
@@ -151,11 +151,11 @@ fn render_side(state: &State, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
         for group in 0..g {
             let members: Vec<String> = (0..h)
                 .filter(|&q| state.pipeline.kv_group_for(q) == group)
-                .map(|q| q.to_string())
+                .map(|q| (q + 1).to_string())
                 .collect();
             line(
                 vec![Span::styled(
-                    format!("kv {group} <- heads {}", members.join(" ")),
+                    format!("kv {} <- heads {}", group + 1, members.join(" ")),
                     t.group(group),
                 )],
                 buf,

@@ -27,12 +27,16 @@ pub fn explanation(state: &State) -> Option<Explanation> {
         let g = state.pipeline.kv_group_for(state.head);
         let readers: Vec<String> = (0..state.heads())
             .filter(|&h| state.pipeline.kv_group_for(h) == g)
-            .map(|h| h.to_string())
+            .map(|h| (h + 1).to_string())
             .collect();
         return Some(Explanation {
             title: format!("{}[{r},{c}]", m.name),
             lines: vec![
-                format!("KV group {g}, read by query heads {}", readers.join(", ")),
+                format!(
+                    "KV group {}, read by query heads {}",
+                    g + 1,
+                    readers.join(", ")
+                ),
                 format!(
                     "token '{}', dimension {c}",
                     m.row_labels.get(r).map_or("", |s| s)
@@ -100,7 +104,7 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
         if let Some(s) = stats.get(r) {
             out.push((String::new(), t.base));
             out.push((
-                format!("weights of row {r}, head {}", state.head),
+                format!("weights of row {r}, head {}", state.head + 1),
                 t.panel_title,
             ));
             out.push((stats_line("now", s), t.base));
@@ -125,7 +129,7 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
         };
         out.push((String::new(), t.base));
         out.push((
-            format!("1/sqrt(d_k) {from} -> {to}, head {}", sc.head),
+            format!("1/sqrt(d_k) {from} -> {to}, head {}", sc.head + 1),
             t.panel_title,
         ));
         if let (Some(b), Some(a)) = (sc.before.get(r), sc.after.get(r)) {

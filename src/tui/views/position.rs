@@ -357,7 +357,10 @@ fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let base = p.rope_base.unwrap_or(ROPE_BASE);
     let token = p.query_labels.get(i).cloned().unwrap_or_default();
     w.text(
-        &format!("RoPE turns q of '{token}' (pos {i}, head {h}), pair by pair"),
+        &format!(
+            "RoPE turns q of '{token}' (pos {i}, head {}), pair by pair",
+            h + 1
+        ),
         t.panel_title,
     );
     let before = p.stage(StageId::SplitHeads).and_then(|s| s.matrices.get(h));

@@ -173,7 +173,7 @@ impl View for FlashView {
             Some(l) => format!(
                 "FlashAttention tile by tile: the kernel's own tiled code, recorded, on head {} (K/V group {})",
                 l.head + 1,
-                l.group
+                l.group + 1
             ),
             None => "FlashAttention tile by tile".into(),
         }
