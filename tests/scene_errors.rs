@@ -37,6 +37,7 @@ fixture!(version_2, "version-2");
 fixture!(unknown_names, "unknown-names");
 fixture!(syntax_error, "syntax-error");
 fixture!(many_problems, "many-problems");
+fixture!(missing_field, "missing-field");
 
 #[test]
 fn the_valid_fixture_is_valid() {

@@ -635,3 +635,11 @@ fn tensors_from_files_support_masks_and_rope() {
     let text = screen(&s, 120, 40).join("\n");
     assert!(text.contains("t0"), "default labels: {text}");
 }
+
+#[test]
+fn a_one_token_matrix_keeps_its_whole_title() {
+    let mut s = state_with(|c| c.tokens = vec!["solo".into()]);
+    update(&mut s, Action::GoStage(StageId::Softmax));
+    let text = screen(&s, 120, 40).join("\n");
+    assert!(text.contains("weights (head 1)  [1 x 1]"), "{text}");
+}

@@ -168,7 +168,10 @@ fn a_window_mask_decodes_with_a_rolling_buffer() {
         screen.contains("slot 2, overwriting position 2"),
         "{screen}"
     );
-    assert!(screen.contains("has left the rolling buffer"), "{screen}");
+    assert!(screen.contains("has left the rolling"), "{screen}");
+    // The query (row 5, 'mat') is the one that cannot see the evicted key 'cat'.
+    assert!(screen.contains("'cat' (position 1)"), "{screen}");
+    assert!(screen.contains("'mat' cannot see it"), "{screen}");
 }
 
 #[test]

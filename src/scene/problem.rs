@@ -119,8 +119,13 @@ pub fn from_toml(src: &str, err: &toml::de::Error) -> Problem {
         Ok(doc) => {
             let mut path = String::new();
             if err.message().starts_with("missing field") {
-                // The span is that of the table lacking the field: name the table.
+                // The span is that of the table lacking the field: name the table, then
+                // the field itself ("title", "model.tokens"), so the line reads
+                // `file:line:column: field: message` like every other problem.
                 table_at(doc.get_ref(), &span, &mut path);
+                if let Some(name) = err.message().split('`').nth(1) {
+                    push_key(&mut path, name);
+                }
             } else {
                 field_at(doc.get_ref(), span.start, &mut path);
             }

@@ -133,13 +133,14 @@ fn tabs(state: &State, area: Rect) -> Vec<(Rect, ViewKind)> {
     out
 }
 
-/// The title as the header shows it: at most a third of the width.
+/// The title as the header shows it: at most a third of the width, and never so wide
+/// that it pushes view tabs off the line (at 80 columns it gives way to all seven tabs).
 fn header_title(state: &State, width: u16) -> String {
-    text::fit(
-        &state.options.title,
-        (width / 3) as usize,
-        state.glyphs.ellipsis,
-    )
+    let tabs_w: usize = views::VIEWS.iter().map(|v| v.kind().name().len() + 3).sum();
+    let room = (width as usize).saturating_sub(" attnviz ".len() + 3 + tabs_w);
+    let max = (width / 3) as usize;
+    let w = if room >= 4 { room.min(max) } else { 0 };
+    text::fit(&state.options.title, w, state.glyphs.ellipsis)
 }
 
 fn tabs_start(state: &State, width: u16) -> u16 {

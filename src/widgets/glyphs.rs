@@ -58,7 +58,9 @@ impl Glyphs {
 
     pub const ASCII: Glyphs = Glyphs {
         ascii: true,
-        ramp: &[" ", ".", ":", "+", "#"],
+        // No '.' or '-' in the ramp: the glyph sits right before a cell's number, and
+        // ".-.1" or ".0.0" would read as part of it.
+        ramp: &[" ", "'", ":", "+", "#"],
         eighths: &["#", "#", "#", "#", "#", "#", "#", "#"],
         masked: "x",
         ellipsis: "~",
@@ -144,6 +146,17 @@ mod tests {
         assert_eq!(g.ramp_glyph(0.01), "░");
         assert_eq!(g.ramp_glyph(1.0), "█");
         assert_eq!(g.ramp_glyph(f64::NAN), " ");
+    }
+
+    #[test]
+    fn ascii_ramp_has_no_character_of_a_number() {
+        for g in Glyphs::ASCII.ramp {
+            assert!(
+                !g.chars()
+                    .any(|c| c.is_ascii_digit() || c == '.' || c == '-'),
+                "{g}"
+            );
+        }
     }
 
     #[test]

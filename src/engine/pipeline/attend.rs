@@ -294,15 +294,11 @@ pub(super) fn stages(
     let views: Vec<_> = outs.iter().map(|o| o.view()).collect();
     let concat = concatenate(Axis(1), &views).expect("head outputs share Nq rows");
     let concat_cols = (0..heads * dv)
-        .map(|c| format!("h{}.{}", c / dv, c % dv))
+        .map(|c| format!("h{}.{}", c / dv + 1, c % dv))
         .collect();
     stages.push(Stage::new(
         StageId::Concat,
-        format!(
-            "concat = [O_0 | ... | O_{}]: [{n_q} x {}]",
-            heads - 1,
-            heads * dv
-        ),
+        format!("concat = [O_1 | ... | O_{heads}]: [{n_q} x {}]", heads * dv),
         true,
         vec![Matrix::new(
             "concat",

@@ -182,7 +182,10 @@ pub(super) fn explain(
             let g = p.kv_group_for(m);
             let d = p.shape.d;
             let from = match p.source {
-                Source::Tensors => format!("loaded from the Q file, head {m}"),
+                Source::Tensors => format!(
+                    "loaded from the Q file: head {}, index {m} of its head axis",
+                    m + 1
+                ),
                 _ => format!("q_{m}[{row},{col}] = Q[{row},{}]", m * d + col),
             };
             done(vec![

@@ -251,6 +251,23 @@ fn gqa_heads_read_their_group() {
         p.stage(StageId::Concat).unwrap().matrices[0].data.dim(),
         (2, 4)
     );
+    // Heads are numbered from 1 on screen: the concat columns and formula too.
+    let concat = p.stage(StageId::Concat).unwrap();
+    assert_eq!(
+        concat.matrices[0].col_labels,
+        ["h1.0", "h2.0", "h3.0", "h4.0"]
+    );
+    assert!(
+        concat.formula.starts_with("concat = [O_1 | ... | O_4]"),
+        "{}",
+        concat.formula
+    );
+    // The inspector of a loaded q names head 3 (index 2 of the file's head axis).
+    let e = p.explain(StageId::SplitHeads, 2, 0, 0).unwrap();
+    assert_eq!(
+        e.lines[0],
+        "loaded from the Q file: head 3, index 2 of its head axis"
+    );
 }
 
 #[test]

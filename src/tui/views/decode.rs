@@ -527,9 +527,17 @@ fn render_weights(
             significant(wt, 4),
             h + 1
         ),
+        // A key after the query is not decoded yet; one before it that is missing was
+        // overwritten in the rolling buffer. Either way the query (row t) cannot see it.
+        None if j > t => format!(
+            "'{}' (position {j}) comes after '{}': not decoded yet",
+            label(&lab.tokens, j),
+            label(&lab.tokens, t)
+        ),
         None => format!(
-            "position {j} has left the rolling buffer: '{}' cannot see it",
-            label(&lab.tokens, j)
+            "'{}' (position {j}) has left the rolling buffer: '{}' cannot see it",
+            label(&lab.tokens, j),
+            label(&lab.tokens, t)
         ),
     };
     LineWriter::new(detail, buf).text(&text, state.theme.dim);

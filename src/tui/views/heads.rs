@@ -40,8 +40,9 @@ struct Areas {
 /// matrix with the widest cells.
 fn areas(state: &State, area: Rect) -> Areas {
     let side_w = if area.width >= 100 { SIDE_W } else { 0 };
-    let [main, side] =
-        Layout::horizontal([Constraint::Fill(1), Constraint::Length(side_w)]).areas(area);
+    let [main, side] = Layout::horizontal([Constraint::Fill(1), Constraint::Length(side_w)])
+        .spacing(u16::from(side_w > 0))
+        .areas(area);
     let [grid, legend] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(main);
     let mats = head_matrices(state);
     let n = mats.len().max(1);
@@ -185,7 +186,7 @@ fn render_side(state: &State, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
         .map(|(hh, m)| {
             let v = m.data.get((r, c)).copied().unwrap_or(0.0);
             (
-                format!("h{hh}"),
+                format!("h{}", hh + 1),
                 v,
                 t.group(state.pipeline.kv_group_for(hh)),
             )

@@ -87,7 +87,15 @@ fn pane_areas(state: &State, area: Rect) -> Vec<(usize, Rect)> {
             break;
         }
     }
-    let wants: Vec<usize> = (lo..=hi).map(|i| need(i, MAX_CELL as usize)).collect();
+    // A pane is at least as wide as its title line ("weights (head 1)  [1 x 1]"), so a
+    // narrow matrix (one token) does not cut its own title short.
+    let title_w = |i: usize| {
+        let (r, c) = panes[i].data.dim();
+        text::width(&panes[i].name) + format!("  [{r} x {c}]").len() + 1
+    };
+    let wants: Vec<usize> = (lo..=hi)
+        .map(|i| need(i, MAX_CELL as usize).max(title_w(i)))
+        .collect();
     let total: usize = wants.iter().sum();
     let constraints: Vec<Constraint> = if total <= width {
         wants

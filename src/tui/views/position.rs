@@ -414,7 +414,7 @@ fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) 
         .alibi_slopes
         .iter()
         .enumerate()
-        .map(|(h, m)| format!("h{h} {}", significant(*m, 2)))
+        .map(|(h, m)| format!("h{} {}", h + 1, significant(*m, 2)))
         .collect();
     let token = lab.config.tokens.get(i).cloned().unwrap_or_default();
     let m = Matrix::new(
