@@ -384,7 +384,8 @@ impl Pipeline {
         stages.push(Stage::new(
             StageId::Tokens,
             format!(
-                "{n} tokens; id = FNV-1a(text) mod {} (a stand-in vocabulary)",
+                "{n} token{}; id = FNV-1a(text) mod {} (a stand-in vocabulary)",
+                if n == 1 { "" } else { "s" },
                 embed::VOCAB_SIZE
             ),
             true,

@@ -585,7 +585,10 @@ fn render_edit(state: &State, body: Rect, buf: &mut Buffer) {
         .collect();
     let n = crate::engine::pipeline::ModelConfig::tokens_from_text(&ed.text).len();
     let mut spans = hints;
-    spans.push(Span::styled(format!("{n} tokens"), t.dim));
+    spans.push(Span::styled(
+        format!("{n} token{}", if n == 1 { "" } else { "s" }),
+        t.dim,
+    ));
     Line::from(spans).render(Rect::new(field.x, field.y + 1, field.width, 1), buf);
 }
 

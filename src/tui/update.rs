@@ -458,7 +458,10 @@ fn change_length(state: &mut State, delta: isize) {
     }
     if state.status.is_none() {
         let n = state.pipeline.shape.n_k;
-        state.set_status(StatusKind::Info, format!("{n} tokens"));
+        state.set_status(
+            StatusKind::Info,
+            format!("{n} token{}", if n == 1 { "" } else { "s" }),
+        );
     }
 }
 
@@ -530,7 +533,10 @@ fn edit(state: &mut State, e: EditAction) {
                 state.reserve.clear();
                 state.original_tokens = tokens;
                 let n = state.pipeline.shape.n_k;
-                state.set_status(StatusKind::Info, format!("{n} tokens"));
+                state.set_status(
+                    StatusKind::Info,
+                    format!("{n} token{}", if n == 1 { "" } else { "s" }),
+                );
             }
         }
     }
