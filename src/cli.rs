@@ -297,8 +297,12 @@ impl std::str::FromStr for TermSize {
         let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
         let cols: u16 = c.trim().parse().map_err(|_| bad())?;
         let rows: u16 = r.trim().parse().map_err(|_| bad())?;
-        if !(10..=1000).contains(&cols) || !(10..=1000).contains(&rows) {
-            return Err(bad());
+        for (what, v) in [("columns", cols), ("rows", rows)] {
+            if !(10..=1000).contains(&v) {
+                return Err(format!(
+                    "'{s}': {what} {v} is out of range; each of COLSxROWS must be 10..=1000, e.g. 120x40"
+                ));
+            }
         }
         Ok(TermSize { cols, rows })
     }
