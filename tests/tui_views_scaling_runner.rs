@@ -54,7 +54,10 @@ fn the_counting_allocator_sees_a_big_allocation() {
     assert!(heap::installed());
     let (v, peak) = heap::measure(|| vec![1u8; 3 << 20]);
     assert_eq!(v.len(), 3 << 20);
-    assert!(peak.unwrap() >= 3 << 20, "{peak:?}");
+    // The counters are process-wide and the test harness's own threads allocate and
+    // free (captured output, finished tests) while this runs, so the peak above the
+    // baseline can fall short of 3 MiB by what they freed meanwhile: allow 256 KiB.
+    assert!(peak.unwrap() >= (3 << 20) - (256 << 10), "{peak:?}");
 }
 
 #[test]
@@ -178,6 +181,7 @@ fn a_measurement_thread_reports_over_its_channel_and_cancels() {
 
 #[test]
 fn the_naive_path_is_skipped_where_its_scores_would_not_fit() {
+    let _turn = turn();
     let plenty = Some(1000 * GB);
     assert_eq!(naive_skip(8192, 64, plenty), None);
     assert_eq!(
