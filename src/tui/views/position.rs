@@ -12,8 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
-use ratatui::text::{Line, Span};
-use ratatui::widgets::Widget;
+use ratatui::text::Span;
 
 use super::View;
 use super::panel::{MAX_CELL, MatrixPanel};
@@ -27,6 +26,7 @@ use crate::tui::action::Action;
 use crate::tui::keymap::{Binding, Group, KeyPat, When};
 use crate::tui::render::Hit;
 use crate::tui::state::{State, StatusKind};
+use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
 use crate::widgets::{ValueScale, text};
 
@@ -323,35 +323,10 @@ fn angle_glyph(state: &State, theta: f64) -> &'static str {
     if state.glyphs.ascii { ASC[k] } else { UNI[k] }
 }
 
-struct Writer<'b> {
-    area: Rect,
-    y: u16,
-    buf: &'b mut Buffer,
-}
-
-impl Writer<'_> {
-    fn line(&mut self, spans: Vec<Span>) {
-        if self.y < self.area.bottom() {
-            Line::from(spans).render(Rect::new(self.area.x, self.y, self.area.width, 1), self.buf);
-            self.y += 1;
-        }
-    }
-
-    fn text(&mut self, s: &str, style: Style) {
-        for piece in text::wrap(s, self.area.width as usize) {
-            self.line(vec![Span::styled(piece, style)]);
-        }
-    }
-}
-
 fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
-    let mut w = Writer {
-        area,
-        y: area.y,
-        buf,
-    };
+    let mut w = LineWriter::new(area, buf);
     let p = &lab.shift_rope.base;
     let (i, h) = (state.cursor.0, state.head);
     let base = p.rope_base.unwrap_or(ROPE_BASE);
@@ -439,11 +414,7 @@ fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) 
 
 fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
-    let mut w = Writer {
-        area,
-        y: area.y,
-        buf,
-    };
+    let mut w = LineWriter::new(area, buf);
     let n = lab.config.tokens.len();
     let (i, j) = state.cursor;
     w.text("1. shuffle the tokens (no PE, no mask)", t.panel_title);

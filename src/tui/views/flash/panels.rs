@@ -16,6 +16,7 @@ use crate::engine::mask::TileClass;
 use crate::engine::memory::group_digits;
 use crate::tui::state::State;
 use crate::widgets::heatmap::MaskFn;
+use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
 use crate::widgets::{
     Heatmap, TileGlyphs, TileGrid, TileGridGeometry, TileGridStyle, TileMark, ValueScale, text,
@@ -189,26 +190,6 @@ fn small(x: f64) -> String {
     }
 }
 
-/// Writes lines top-down in an area, each cut to its width.
-struct Writer<'b> {
-    area: Rect,
-    y: u16,
-    buf: &'b mut Buffer,
-}
-
-impl Writer<'_> {
-    fn line(&mut self, spans: Vec<Span>) {
-        if self.y < self.area.bottom() {
-            Line::from(spans).render(Rect::new(self.area.x, self.y, self.area.width, 1), self.buf);
-            self.y += 1;
-        }
-    }
-
-    fn room(&self) -> u16 {
-        self.area.bottom().saturating_sub(self.y)
-    }
-}
-
 pub fn render(state: &State, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
     if area.height < 4 || area.width < 20 {
         return;
@@ -311,11 +292,7 @@ fn render_status(
 fn render_legend(state: &State, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = TileGlyphs::new(state.glyphs.ascii);
-    let mut w = Writer {
-        area,
-        y: area.y,
-        buf,
-    };
+    let mut w = LineWriter::new(area, buf);
     w.line(vec![
         Span::styled(g.current, t.value),
         Span::styled(" now ", t.dim),
@@ -562,7 +539,7 @@ struct Col {
     style: Style,
 }
 
-fn draw_table(cols: &[Col], head_style: Style, w: &mut Writer) {
+fn draw_table(cols: &[Col], head_style: Style, w: &mut LineWriter) {
     let widths: Vec<usize> = cols
         .iter()
         .map(|c| {
@@ -699,11 +676,7 @@ fn render_rows(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut Bu
         cells: (0..n).map(|r| small(lab.row_distance(k, r))).collect(),
         style: t.warn,
     });
-    let mut w = Writer {
-        area,
-        y: area.y,
-        buf,
-    };
+    let mut w = LineWriter::new(area, buf);
     let title = format!(
         "{} after (Q{}, K{}): m new = max(m old, row max of S), rescale = exp(m old - m new), l = rescale l + row sum of exp(S - m new)",
         row_range(&ev.rows),
@@ -715,7 +688,7 @@ fn render_rows(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut Bu
         t.panel_title,
     )]);
     // Keep the distance line: drop rows that do not fit.
-    let room = w.room().saturating_sub(2) as usize;
+    let room = w.rows_left().saturating_sub(2) as usize;
     for c in &mut cols {
         c.cells.truncate(room);
     }
@@ -725,7 +698,7 @@ fn render_rows(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut Bu
         text::fit(&g.text(&line), area.width as usize, g.ellipsis),
         style.pick(t),
     )]);
-    if wide && w.room() >= 3 {
+    if wide && w.rows_left() >= 3 {
         w.y += 1;
         render_convergence(state, lab, k, &mut w);
     }
@@ -794,7 +767,7 @@ fn distance_line(lab: &FlashLab, k: usize) -> (String, Tone) {
 
 /// The block's distance from the reference after each of its tiles so far, on a log
 /// scale: the online softmax converging.
-fn render_convergence(state: &State, lab: &FlashLab, k: usize, w: &mut Writer) {
+fn render_convergence(state: &State, lab: &FlashLab, k: usize, w: &mut LineWriter) {
     let t = &state.theme;
     let g = &state.glyphs;
     let b = lab.event(k).q_block;
@@ -807,7 +780,7 @@ fn render_convergence(state: &State, lab: &FlashLab, k: usize, w: &mut Writer) {
         format!("max |O{b} - O_ref| tile by tile (log scale, 1e-9 to 1):"),
         t.panel_title,
     )]);
-    let room = w.room() as usize;
+    let room = w.rows_left() as usize;
     let skip = chain.len().saturating_sub(room);
     if skip > 0 {
         chain.drain(..skip);
@@ -958,11 +931,7 @@ fn render_traffic(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut
             style: if c == 1 { t.value } else { t.base },
         })
         .collect();
-    let mut w = Writer {
-        area,
-        y: area.y,
-        buf,
-    };
+    let mut w = LineWriter::new(area, buf);
     draw_table(&cols, t.panel_title, &mut w);
     if !wide {
         return;
