@@ -9,6 +9,7 @@ pub mod commands;
 pub mod engine;
 pub mod error;
 pub mod kernel;
+pub mod model;
 pub mod record;
 pub mod scene;
 pub mod tui;

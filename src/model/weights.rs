@@ -1,0 +1,72 @@
+//! A model's tensors in one canonical layout, f32, row-major, whatever file they came from.
+//!
+//! Linear layers are stored as PyTorch's `nn.Linear` stores them, `w` [out, in], so that
+//! y = x w^T + b. GGUF tensors (ne0 = in, ne1 = out) already have this layout; GPT-2's
+//! `Conv1D` weights ([in, out]) are transposed by the loader. Q and K keep the row order of
+//! their file: [`super::RopeStyle`] in the config says which pairs RoPE rotates.
+
+/// y = x w^T + b, with w [out, in].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Linear {
+    pub w: Vec<f32>,
+    pub b: Option<Vec<f32>>,
+    pub out_dim: usize,
+    pub in_dim: usize,
+}
+
+/// A norm's scale and (LayerNorm) shift, each [d_model].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Norm {
+    pub w: Vec<f32>,
+    pub b: Option<Vec<f32>>,
+}
+
+/// The block's feed-forward part.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mlp {
+    /// down(act(gate x) * up x) (Llama).
+    Gated {
+        gate: Linear,
+        up: Linear,
+        down: Linear,
+    },
+    /// down(act(up x)) (BERT, GPT-2).
+    Plain { up: Linear, down: Linear },
+}
+
+/// One Transformer block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerWeights {
+    /// Pre-norm models: before attention. Post-norm (BERT): after attention + residual.
+    pub attn_norm: Norm,
+    /// [heads * d_head, d_model]
+    pub wq: Linear,
+    /// [kv_heads * d_head, d_model]
+    pub wk: Linear,
+    /// [kv_heads * d_head, d_model]
+    pub wv: Linear,
+    /// [d_model, heads * d_head]
+    pub wo: Linear,
+    /// Pre-norm: before the MLP. Post-norm: after MLP + residual.
+    pub mlp_norm: Norm,
+    pub mlp: Mlp,
+}
+
+/// All of a model's tensors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weights {
+    /// [vocab, d_model]
+    pub tok_embed: Vec<f32>,
+    /// Learned positions [context, d_model] (BERT, GPT-2).
+    pub pos_embed: Option<Vec<f32>>,
+    /// BERT's token-type embedding of type 0, [d_model], added to every token.
+    pub type_embed: Option<Vec<f32>>,
+    /// BERT's LayerNorm of the summed embeddings.
+    pub embed_norm: Option<Norm>,
+    pub layers: Vec<LayerWeights>,
+    /// Pre-norm models' norm after the last block.
+    pub final_norm: Option<Norm>,
+    /// [vocab, d_model]; None when tied to `tok_embed` or when the model has no LM head
+    /// (an encoder loaded without one).
+    pub lm_head: Option<Linear>,
+}
