@@ -11,9 +11,12 @@ pub mod heatmap;
 pub mod legend;
 pub mod lines;
 pub mod loglog;
+pub mod minimap;
 pub mod numfmt;
+pub mod pooled;
 pub mod text;
 pub mod tile_grid;
+pub mod token_links;
 
 pub use bars::HBars;
 pub use glyphs::Glyphs;
