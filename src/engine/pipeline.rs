@@ -17,6 +17,7 @@
 //! In every case all 14 stages are present, in [`StageId`] order.
 
 mod attend;
+mod block;
 mod explain;
 mod text;
 
@@ -31,6 +32,7 @@ use crate::engine::problem::ProblemShape;
 use crate::error::{Error, Result};
 
 use attend::{AttendOptions, HeadInputs, Labels};
+pub use block::{BlockInfo, BlockMlp, BlockNorm, BlockTensors};
 
 /// What a model run is made of: the sentence, the shapes, the seed and the options.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,6 +180,15 @@ pub enum StageId {
     WeightedSum,
     Concat,
     OutputProjection,
+    /// Real models only: the block's norm before attention (pre-norm) or after the
+    /// attention residual (post-norm).
+    Norm,
+    /// Real models only: the residual stream after attention, x + attention(x).
+    Residual,
+    /// Real models only: the feed-forward part of the block.
+    Mlp,
+    /// Real models only: the residual stream leaving the block.
+    BlockOut,
 }
 
 impl StageId {
@@ -199,12 +210,36 @@ impl StageId {
         StageId::OutputProjection,
     ];
 
-    /// Position in [`StageId::ALL`] (and in `Pipeline::stages`).
+    /// Every stage of a real model's block, in order: the lesson stages with the block's
+    /// norm before the projection and the residuals and MLP after W_O.
+    pub const BLOCK: [StageId; 18] = [
+        StageId::Tokens,
+        StageId::Embeddings,
+        StageId::PositionEncoding,
+        StageId::Norm,
+        StageId::QkvProjection,
+        StageId::SplitHeads,
+        StageId::Rope,
+        StageId::Scores,
+        StageId::Scale,
+        StageId::Alibi,
+        StageId::Mask,
+        StageId::Softmax,
+        StageId::WeightedSum,
+        StageId::Concat,
+        StageId::OutputProjection,
+        StageId::Residual,
+        StageId::Mlp,
+        StageId::BlockOut,
+    ];
+
+    /// Position in [`StageId::BLOCK`], which orders every stage; in a lesson's pipeline
+    /// (the stages of [`StageId::ALL`]) the order is the same.
     pub fn index(self) -> usize {
-        StageId::ALL
+        StageId::BLOCK
             .iter()
             .position(|&s| s == self)
-            .expect("every stage is in ALL")
+            .expect("every stage is in BLOCK")
     }
 
     /// Short name for the breadcrumb.
@@ -224,6 +259,10 @@ impl StageId {
             StageId::WeightedSum => "weights x V",
             StageId::Concat => "concat",
             StageId::OutputProjection => "W_O",
+            StageId::Norm => "norm",
+            StageId::Residual => "+ residual",
+            StageId::Mlp => "MLP",
+            StageId::BlockOut => "block out",
         }
     }
 
@@ -337,6 +376,8 @@ pub enum Source {
     Tensors,
     /// Attention weights loaded from a file ([`Pipeline::from_weights`]).
     Weights,
+    /// One block of a real model ([`Pipeline::from_block`]).
+    Block,
 }
 
 /// The whole computation for one [`ModelConfig`].
@@ -362,6 +403,8 @@ pub struct Pipeline {
     pub rope_base: Option<f64>,
     /// The mask, resolved for (1, heads, Nq, Nk).
     pub mask: Mask,
+    /// For [`Source::Block`]: the block's norms and weights the inspector explains with.
+    pub block: Option<Box<BlockInfo>>,
 }
 
 impl Pipeline {
@@ -549,6 +592,7 @@ impl Pipeline {
             alibi_slopes: options.alibi.clone(),
             rope_base: options.rope_base,
             mask,
+            block: None,
         })
     }
 
@@ -640,6 +684,7 @@ impl Pipeline {
             alibi_slopes: options.alibi.clone(),
             rope_base: options.rope_base,
             mask: mask_r,
+            block: None,
         })
     }
 
@@ -715,6 +760,7 @@ impl Pipeline {
             alibi_slopes: None,
             rope_base: None,
             mask: Mask::resolve(&MaskKind::None, 1, h, n_q, n_k)?,
+            block: None,
         })
     }
 

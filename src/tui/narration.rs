@@ -52,6 +52,16 @@ fn stage_en(id: StageId) -> &'static str {
         StageId::OutputProjection => {
             "A last matrix W_O mixes the heads: this is the layer's output."
         }
+        StageId::Norm => {
+            "The block first normalises each token's vector, so that attention reads inputs of a steady size."
+        }
+        StageId::Residual => {
+            "Attention's output is added to the stream it read: the residual keeps what came before."
+        }
+        StageId::Mlp => {
+            "The MLP works on each token alone: widen, activate, narrow. Attention moves information between tokens; the MLP transforms it."
+        }
+        StageId::BlockOut => "The stream leaves the block, and the next block reads it.",
     }
 }
 
@@ -73,6 +83,12 @@ fn stage_zh(id: StageId) -> &'static str {
         StageId::WeightedSum => "每个词元的输出是值向量的加权平均：权重乘以 V。",
         StageId::Concat => "各个头的输出重新并排拼接：n x d_model。",
         StageId::OutputProjection => "最后的矩阵 W_O 把各个头混合起来：这就是这一层的输出。",
+        StageId::Norm => "每个块先把每个词元的向量归一化，让注意力读到尺度稳定的输入。",
+        StageId::Residual => "注意力的输出加回它读取的残差流：残差保留了之前的信息。",
+        StageId::Mlp => {
+            "MLP 对每个词元单独处理：先升维、激活，再降维。注意力在词元之间传递信息，MLP 负责变换它。"
+        }
+        StageId::BlockOut => "残差流离开这个块，下一个块读取它。",
     }
 }
 

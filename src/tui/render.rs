@@ -315,6 +315,10 @@ fn fields(state: &State) -> Vec<Field> {
             out.push(field("seed", p.config.seed.to_string()));
         }
         PipelineSource::Tensors => out.push(field("d", sh.d.to_string())),
+        PipelineSource::Block => {
+            out.push(field("d_model", p.config.d_model.to_string()));
+            out.push(field("d_k", sh.d.to_string()));
+        }
         PipelineSource::Weights => {
             if let crate::tui::state::Source::Weights { layer, .. } = &state.source {
                 out.push(field(

@@ -53,7 +53,7 @@ fn trim_zeros(s: &str) -> &str {
 }
 
 /// "a0*b0 + a1*b1 + ... + an*bn" with at most [`SHOWN_TERMS`] + 1 products written.
-fn products(a: &[f64], b: &[f64]) -> String {
+pub(super) fn products(a: &[f64], b: &[f64]) -> String {
     let term = |i: usize| format!("{}*{}", num(a[i]), num(b[i]));
     let n = a.len();
     if n <= SHOWN_TERMS + 2 {
@@ -84,6 +84,11 @@ pub(super) fn explain(
     row: usize,
     col: usize,
 ) -> Option<Explanation> {
+    if p.source == Source::Block
+        && let Some(e) = super::block::explain_block(p, id, m, row, col)
+    {
+        return e;
+    }
     let stage = p.stage(id)?;
     let matrix = stage.matrices.get(m)?;
     let value = cell(stage, m, row, col)?;
@@ -330,6 +335,8 @@ pub(super) fn explain(
                 num(value)
             )])
         }
+        // Only a block has these; explain_block answers for them.
+        StageId::Norm | StageId::Residual | StageId::Mlp | StageId::BlockOut => None,
         StageId::OutputProjection => {
             let w = &stage.matrices[1].data;
             if m == 1 {
