@@ -4,6 +4,7 @@
 //! pipeline and traces) or [`kernel`] (fast fp32 FlashAttention) -> [`tui`] views and
 //! [`record`] outputs, which only read what the engine produced.
 
+pub mod attn;
 pub mod cli;
 pub mod commands;
 pub mod engine;

@@ -13,7 +13,7 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::npy::header::{Header, ParseHeaderError, ReadHeaderError};
 use ndarray_npy::{ReadableElement, WritableElement, WriteNpyExt};
 
-use crate::engine::limits;
+use crate::attn::limits;
 use crate::error::{Error, Result};
 
 /// The element types attnviz reads and writes.
