@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod kernel;
 pub mod model;
+pub mod output;
 pub mod record;
 pub mod scene;
 pub mod tui;

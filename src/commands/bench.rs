@@ -148,19 +148,21 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .iter()
             .map(|(t, p)| format!("{t} thread{}: {p:.1}", if *t == 1 { "" } else { "s" }))
             .collect();
-        println!(
-            "fp32 FMA peak of this CPU ({best}, measured before and after, the higher kept), GFLOP/s: {}",
-            list.join(", ")
+        let mut text = format!(
+            "fp32 FMA peak of this CPU ({best}, measured before and after, the higher kept), GFLOP/s: {}\n{}\n",
+            list.join(", "),
+            table_header()
         );
-        println!("{}", table_header());
         for r in &records {
-            println!("{}", table_row(r));
+            text.push_str(&table_row(r));
+            text.push('\n');
         }
+        crate::output::print(&text)?;
     }
     if args.json {
         let text = serde_json::to_string_pretty(&records)
             .map_err(|e| Error::Internal(format!("cannot write bench JSON: {e}")))?;
-        println!("{text}");
+        crate::output::println(&text)?;
     }
     Ok(())
 }
