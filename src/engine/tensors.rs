@@ -151,12 +151,36 @@ fn to_rank(a: ArrayD<f64>, rank: usize) -> ArrayD<f64> {
         .expect("dropping axes of length 1")
 }
 
+/// The .npy bytes of an output [B,H,N,dv] in the rank and dtype of `like` (Q); `path`
+/// names it in errors.
+pub fn encode_like(path: &Path, out: Array4<f64>, like: &Tensor) -> Result<Vec<u8>> {
+    encode_as(path, to_rank(out.into_dyn(), like.rank), like)
+}
+
+/// The .npy bytes of a per-row value [B,H,N] (e.g. log-sum-exp) shaped like Q without its
+/// last axis.
+pub fn encode_rows_like(path: &Path, rows: Array3<f64>, like: &Tensor) -> Result<Vec<u8>> {
+    encode_as(path, to_rank(rows.into_dyn(), like.rank - 1), like)
+}
+
+fn encode_as(path: &Path, a: ArrayD<f64>, like: &Tensor) -> Result<Vec<u8>> {
+    npy::encode(&a, like.dtype).map_err(|e| {
+        Error::file(
+            path,
+            format!(
+                "{e}; outputs take the dtype of Q ({}): save Q as float64 to keep such values",
+                like.path.display()
+            ),
+        )
+    })
+}
+
 /// Write an output [B,H,N,dv] in the rank and dtype of `like` (Q).
 pub fn write_like(path: &Path, out: Array4<f64>, like: &Tensor) -> Result<()> {
-    npy::write(path, &to_rank(out.into_dyn(), like.rank), like.dtype)
+    crate::output::write_file(path, &encode_like(path, out, like)?)
 }
 
 /// Write a per-row value [B,H,N] (e.g. log-sum-exp) shaped like Q without its last axis.
 pub fn write_rows_like(path: &Path, rows: Array3<f64>, like: &Tensor) -> Result<()> {
-    npy::write(path, &to_rank(rows.into_dyn(), like.rank - 1), like.dtype)
+    crate::output::write_file(path, &encode_rows_like(path, rows, like)?)
 }
