@@ -82,16 +82,16 @@ pub struct TuiArgs {
     #[arg(long)]
     pub tokens: Option<String>,
     /// Number of query heads.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub heads: Option<usize>,
     /// Number of key/value heads (GQA; 1 = MQA). Must divide --heads.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub kv_heads: Option<usize>,
     /// Model width; must be divisible by --heads.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub d_model: Option<usize>,
     /// Seed of the embeddings and weights.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub seed: Option<u64>,
     /// Position encoding: none, sinusoidal, learned, rope[:base], alibi.
     #[arg(long, value_name = "KIND")]
@@ -174,15 +174,15 @@ pub struct ComputeArgs {
     #[arg(long)]
     pub alibi: bool,
     /// Rotate q and k with RoPE (interleaved pairs); base 10000 unless given.
-    #[arg(long, value_name = "BASE", num_args = 0..=1, require_equals = true, default_missing_value = "10000")]
+    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long, value_name = "BASE", num_args = 0..=1, require_equals = true, default_missing_value = "10000")]
     pub rope: Option<f64>,
     /// Score scale; 1/sqrt(d) unless given.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long)]
     pub scale: Option<f64>,
     #[arg(long, value_enum, default_value_t)]
     pub kernel: KernelChoice,
     /// Worker threads (default: all cores).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub threads: Option<usize>,
 }
 
@@ -200,27 +200,27 @@ pub enum LoopOrder {
 #[derive(Debug, Clone, Args)]
 pub struct TraceArgs {
     /// Sequence length of generated inputs (queries and keys).
-    #[arg(long, required_unless_present = "q")]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, required_unless_present = "q")]
     pub n: Option<usize>,
     /// Key length of generated inputs, if different from --n.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub nk: Option<usize>,
     /// Head dimension of generated inputs.
-    #[arg(long, default_value_t = 8)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 8)]
     pub d: usize,
     /// Query block rows.
-    #[arg(long, default_value_t = 4)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 4)]
     pub br: usize,
     /// Key/value block columns.
-    #[arg(long, default_value_t = 4)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 4)]
     pub bc: usize,
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
     pub seed: u64,
     #[arg(long, value_name = "KIND", default_value = "none")]
     pub mask: MaskKind,
     #[arg(long = "loop", value_enum, default_value_t)]
     pub loop_order: LoopOrder,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long)]
     pub scale: Option<f64>,
     /// One head's queries [N,d] (instead of generated inputs).
     #[arg(long, requires_all = ["k", "v"])]
@@ -238,28 +238,28 @@ pub struct TraceArgs {
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Sequence lengths.
-    #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, value_delimiter = ',', default_value = "256,1024,4096")]
     pub n: Vec<usize>,
-    #[arg(long, default_value_t = 64)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 64)]
     pub d: usize,
-    #[arg(long, default_value_t = 8)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 8)]
     pub heads: usize,
     /// KV heads (default: same as --heads).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub kv_heads: Option<usize>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub batch: Option<usize>,
     /// Causal mask (tiles above the diagonal are skipped).
     #[arg(long)]
     pub causal: bool,
     /// Thread counts to run, e.g. 1,2 (default: 1 and all cores).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, value_delimiter = ',')]
     pub threads: Vec<usize>,
     /// Kernels: flash, naive, reference.
     #[arg(long, value_delimiter = ',', default_value = "flash,naive")]
     pub kernels: Vec<String>,
     /// Timed runs per case (median reported; at least 5).
-    #[arg(long, default_value_t = 5)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 5)]
     pub reps: usize,
     /// Measure the frame time of every view instead of the kernels.
     #[arg(long)]
@@ -319,7 +319,7 @@ pub struct PlayArgs {
     #[arg(long, default_value = "100x30")]
     pub size: TermSize,
     /// Playback speed factor.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long, default_value_t = 1.0)]
     pub speed: f64,
     #[arg(long, value_enum, default_value_t)]
     pub lang: Lang,
@@ -334,7 +334,7 @@ pub struct PlayArgs {
 pub struct SnapshotArgs {
     pub scene: String,
     /// Step to draw, from 1.
-    #[arg(long, default_value_t = 1)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 1)]
     pub step: usize,
     #[arg(long)]
     pub svg: Option<PathBuf>,
@@ -376,17 +376,17 @@ pub struct KvCacheArgs {
     /// llama3-70b, mistral-7b (flags given beside it override its fields).
     #[arg(long)]
     pub preset: Option<String>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub layers: Option<u64>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub d_model: Option<u64>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub heads: Option<u64>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub kv_heads: Option<u64>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub seq: Option<u64>,
-    #[arg(long, default_value_t = 1)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 1)]
     pub batch: u64,
     #[arg(long, value_enum, default_value_t)]
     pub dtype: Dtype,
@@ -396,21 +396,82 @@ pub struct KvCacheArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct MemoryArgs {
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub n: u64,
-    #[arg(long, default_value_t = 1)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 1)]
     pub heads: u64,
-    #[arg(long, default_value_t = 64)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 64)]
     pub d: u64,
     #[arg(long, value_enum, default_value = "f32")]
     pub dtype: Dtype,
     /// On-chip memory (SRAM) in KiB; FlashAttention's block sizes follow from it.
-    #[arg(long, default_value_t = 192)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 192)]
     pub sram_kib: u64,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub br: Option<u64>,
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long)]
     pub bc: Option<u64>,
     #[arg(long)]
     pub json: bool,
+}
+
+/// The value parser of every flag that takes a whole number (counts, sizes, seeds). clap
+/// would read `-1` as an unknown flag ("unexpected argument") or say "invalid digit";
+/// with `allow_negative_numbers` the value reaches this parser, which says what the flag
+/// takes.
+pub fn whole<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + std::fmt::Display + num_bounds::Max,
+{
+    let t = s.trim();
+    if let Ok(v) = t.parse::<T>() {
+        return Ok(v);
+    }
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    Err(if t.starts_with('-') && t[1..].parse::<f64>().is_ok() {
+        "takes a whole number 0 or more (e.g. 4); it cannot be negative".to_string()
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        format!("takes a whole number up to {}", T::MAX_VALUE)
+    } else {
+        "takes a whole number 0 or more, written in digits (e.g. 4)".to_string()
+    })
+}
+
+/// The value parser of every flag that takes a real number (scale, RoPE base, speed): a
+/// negative value is read as a number, and each command then checks its own range.
+pub fn real<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim()
+        .parse::<T>()
+        .map_err(|_| "takes a number written in digits (e.g. 0.125, -1 or 1e-3)".to_string())
+}
+
+/// The largest value of each whole-number type a flag can take, for [`whole`]'s message.
+pub mod num_bounds {
+    pub trait Max {
+        const MAX_VALUE: Self;
+    }
+    macro_rules! max {
+        ($($t:ty),*) => {$(impl Max for $t { const MAX_VALUE: Self = <$t>::MAX; })*};
+    }
+    max!(u16, u32, u64, usize);
+}
+
+#[cfg(test)]
+mod number_tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers_say_what_they_take() {
+        assert_eq!(whole::<usize>("12"), Ok(12));
+        assert!(
+            whole::<u64>("-1")
+                .unwrap_err()
+                .contains("cannot be negative")
+        );
+        assert!(whole::<u16>("70000").unwrap_err().contains("up to 65535"));
+        assert!(whole::<usize>("four").unwrap_err().contains("digits"));
+        assert!(whole::<usize>("1.5").unwrap_err().contains("whole number"));
+        assert_eq!(real::<f64>("-1"), Ok(-1.0));
+        assert!(real::<f64>("x").unwrap_err().contains("number"));
+    }
 }

@@ -15,6 +15,10 @@ pub enum Error {
     /// Something attnviz itself got wrong.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The reader of stdout closed it (`| head`): the command ends quietly, exit 0
+    /// (see [`crate::output`]).
+    #[error("stdout was closed")]
+    StdoutClosed,
 }
 
 impl Error {
@@ -34,6 +38,7 @@ impl Error {
         match self {
             Error::Usage(_) | Error::File { .. } => 2,
             Error::Internal(_) => 1,
+            Error::StdoutClosed => 0,
         }
     }
 }

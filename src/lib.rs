@@ -4,12 +4,14 @@
 //! pipeline and traces) or [`kernel`] (fast fp32 FlashAttention) -> [`tui`] views and
 //! [`record`] outputs, which only read what the engine produced.
 
+pub mod attn;
 pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod error;
 pub mod kernel;
 pub mod model;
+pub mod output;
 pub mod record;
 pub mod scene;
 pub mod tui;

@@ -12,6 +12,7 @@ fn main() {
     let cli = attnviz::cli::Cli::parse();
     let code = match attnviz::commands::dispatch(cli) {
         Ok(()) => 0,
+        Err(attnviz::Error::StdoutClosed) => 0,
         Err(err) => {
             eprintln!("attnviz: {err}");
             err.exit_code()

@@ -184,3 +184,20 @@ fn ui_bench_times_every_view() {
         assert!(ms.is_finite() && ms > 0.0, "{view}: {ms}");
     }
 }
+
+#[test]
+fn sizes_and_threads_past_compute_limits_are_refused() {
+    for (args, needle) in [
+        (&["bench", "--threads", "5000"][..], "MAX_THREADS"),
+        (&["bench", "--threads", "1,0"], "MAX_THREADS"),
+        (&["bench", "--n", "99999999999"], "MAX_TENSOR_ELEMENTS"),
+        (&["bench", "--n", "16,99999999999", "--heads", "1"], "--n 99999999999"),
+    ] {
+        assert_cmd::cargo::cargo_bin_cmd!("attnviz")
+            .args(args)
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(needle));
+    }
+}

@@ -13,7 +13,7 @@ use crate::cli::BenchArgs;
 use crate::engine::config::MaskKind;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
-use crate::engine::{naive, reference};
+use crate::engine::{limits, naive, reference};
 use crate::error::{Error, Result};
 use crate::kernel::{self, AlignedBuf, KernelOptions, Tier, peak};
 
@@ -107,7 +107,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let measure_peaks = || -> Vec<f64> {
         plan.threads
             .iter()
-            .map(|&t| peak::fma_peak_gflops(best, t))
+            .map(|&t| peak::fma_peak_gflops(best, peak_threads(t)))
             .collect()
     };
     let before = measure_peaks();
@@ -148,19 +148,21 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .iter()
             .map(|(t, p)| format!("{t} thread{}: {p:.1}", if *t == 1 { "" } else { "s" }))
             .collect();
-        println!(
-            "fp32 FMA peak of this CPU ({best}, measured before and after, the higher kept), GFLOP/s: {}",
-            list.join(", ")
+        let mut text = format!(
+            "fp32 FMA peak of this CPU ({best}, measured before and after, the higher kept), GFLOP/s: {}\n{}\n",
+            list.join(", "),
+            table_header()
         );
-        println!("{}", table_header());
         for r in &records {
-            println!("{}", table_row(r));
+            text.push_str(&table_row(r));
+            text.push('\n');
         }
+        crate::output::print(&text)?;
     }
     if args.json {
         let text = serde_json::to_string_pretty(&records)
             .map_err(|e| Error::Internal(format!("cannot write bench JSON: {e}")))?;
-        println!("{text}");
+        crate::output::println(&text)?;
     }
     Ok(())
 }
@@ -209,8 +211,14 @@ impl Plan {
         } else {
             a.threads.clone()
         };
-        if threads.contains(&0) {
-            return Err(Error::usage("--threads counts must be at least 1"));
+        if let Some(t) = threads
+            .iter()
+            .find(|&&t| !(1..=limits::MAX_THREADS).contains(&t))
+        {
+            return Err(Error::usage(format!(
+                "--threads {t}: give counts between 1 and {} (MAX_THREADS)",
+                limits::MAX_THREADS
+            )));
         }
         let mut seen = Vec::new();
         threads.retain(|t| {
@@ -229,6 +237,9 @@ impl Plan {
             return Err(Error::usage(
                 "--kernels needs at least one of flash, naive, reference",
             ));
+        }
+        for &n in &a.n {
+            check_tensor_size(batch, a.heads, n, a.d)?;
         }
         Ok(Plan {
             ns: a.n.clone(),
@@ -260,6 +271,29 @@ impl Plan {
             )),
             _ => None,
         }
+    }
+}
+
+/// Threads the FMA peak is measured with for a run on `threads`: no more than the cores
+/// this process may use, since more threads than cores add no FLOPs, only time-sharing
+/// (whose start-up skew would let a short run report far more than the hardware does).
+fn peak_threads(threads: usize) -> usize {
+    threads.clamp(1, kernel::default_threads())
+}
+
+/// Q, K and V of one size as compute would read them: at most MAX_TENSOR_ELEMENTS each,
+/// so a huge --n is refused before anything is allocated.
+fn check_tensor_size(batch: usize, heads: usize, n: usize, d: usize) -> Result<()> {
+    let elements = [batch, heads, n, d]
+        .iter()
+        .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
+    match elements {
+        Some(e) if e <= limits::MAX_TENSOR_ELEMENTS => Ok(()),
+        _ => Err(Error::usage(format!(
+            "--n {n}: Q of batch {batch} x {heads} heads x {n} x d {d} has {} elements, over the limit of {} (MAX_TENSOR_ELEMENTS, the limit compute reads); give a smaller --n, --heads or --d",
+            elements.map_or("more than 2^64".to_string(), |e| e.to_string()),
+            limits::MAX_TENSOR_ELEMENTS
+        ))),
     }
 }
 
@@ -511,5 +545,23 @@ mod tests {
         assert_eq!(p.flops(4096), 4.0 * 8.0 * 4096.0 * 4096.0 * 64.0 / 2.0);
         assert!(p.skip_reason(KernelName::Reference, 4096).is_some());
         assert!(p.skip_reason(KernelName::Reference, 1024).is_none());
+    }
+
+    #[test]
+    fn the_peak_never_runs_more_threads_than_cores() {
+        let cores = kernel::default_threads();
+        for t in [1, 2, cores, cores + 1, 64, limits::MAX_THREADS] {
+            let p = peak_threads(t);
+            assert!(p >= 1 && p <= cores && p <= t, "{t} threads -> {p}");
+        }
+    }
+
+    #[test]
+    fn sizes_past_compute_limits_are_refused_before_allocating() {
+        assert!(check_tensor_size(1, 8, 4096, 64).is_ok());
+        let err = check_tensor_size(1, 8, 99_999_999_999, 64).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("MAX_TENSOR_ELEMENTS"), "{err}");
+        assert!(check_tensor_size(usize::MAX, usize::MAX, 2, 2).is_err());
     }
 }

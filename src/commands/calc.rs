@@ -3,7 +3,6 @@
 //! is computed here.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use crate::cli::{KvCacheArgs, MemoryArgs};
 use crate::engine::memory::{
@@ -90,7 +89,7 @@ pub fn kv_cache(args: &KvCacheArgs) -> Result<()> {
     } else {
         kv_cache_table(&size, preset)
     };
-    emit(&text)
+    crate::output::print(&text)
 }
 
 fn kv_cache_table(k: &KvCacheSize, preset: Option<&ModelPreset>) -> String {
@@ -271,7 +270,7 @@ pub fn memory(args: &MemoryArgs) -> Result<()> {
     } else {
         memory_table(&report)
     };
-    emit(&text)
+    crate::output::print(&text)
 }
 
 fn memory_table(r: &MemoryReport) -> String {
@@ -388,15 +387,4 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string_pretty(value)
         .map(|s| s + "\n")
         .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
-}
-
-/// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
-fn emit(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(Error::Internal(format!("cannot write to stdout: {e}")))
-        }
-        _ => Ok(()),
-    }
 }

@@ -9,6 +9,7 @@
 use ndarray::{Array4, ArrayView4, Axis};
 
 use crate::cli::{ComputeArgs, KernelChoice};
+use crate::engine::config::MaskKind;
 use crate::engine::limits;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
@@ -16,6 +17,7 @@ use crate::engine::tensors::{self, Qkv};
 use crate::engine::{naive, pe, reference};
 use crate::error::{Error, Result};
 use crate::kernel;
+use crate::output::{self, OutFile};
 
 /// The paths that can run in this build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,11 +134,29 @@ fn check_options(args: &ComputeArgs, shape: &ProblemShape) -> Result<()> {
             )));
         }
     }
-    if args.lse.as_ref() == Some(&args.out) {
+    if let Some(lse) = &args.lse
+        && output::future_path(lse) == output::future_path(&args.out)
+    {
         return Err(Error::usage(format!(
             "--out and --lse name the same file {}; give two different paths",
             args.out.display()
         )));
+    }
+    Ok(())
+}
+
+/// Refuse an output that is one of the inputs (Q, K, V, the `file:` mask), through a
+/// symlink or a hard link too, before anything is read or written.
+fn check_outputs(args: &ComputeArgs) -> Result<()> {
+    let mut inputs: Vec<(&str, &std::path::Path)> =
+        vec![("--q", &args.q), ("--k", &args.k), ("--v", &args.v)];
+    if let MaskKind::File(path) = &args.mask {
+        inputs.push(("--mask file:", path));
+    }
+    output::refuse_overwrite("--out", &args.out, &inputs)?;
+    if let Some(lse) = &args.lse {
+        output::refuse_overwrite("--lse", lse, &inputs)?;
+        output::refuse_overwrite("--lse", lse, &[("--out", &args.out)])?;
     }
     Ok(())
 }
@@ -181,6 +201,7 @@ pub fn attend(
 }
 
 pub fn run(args: &ComputeArgs) -> Result<()> {
+    check_outputs(args)?;
     let Qkv {
         mut q,
         mut k,
@@ -191,6 +212,11 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
     let kernel = choose_kernel(args.kernel, &shape);
     check_size(kernel, &shape)?;
     let mask = Mask::resolve(&args.mask, shape.batch, shape.heads, shape.n_q, shape.n_k)?;
+    // Both outputs are created before the work and before either is written, and renamed
+    // into place only once both are written: a --lse that cannot be created leaves no
+    // fresh --out (and an error on the way removes both).
+    let out_file = OutFile::create(&args.out)?;
+    let lse_file = args.lse.as_deref().map(OutFile::create).transpose()?;
     let spec = AttnSpec::new(&shape, mask, args.alibi, args.scale);
     if let Some(base) = args.rope {
         apply_rope(&mut q.data, &mut k.data, base);
@@ -204,9 +230,13 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         &spec,
         args.threads,
     )?;
-    tensors::write_like(&args.out, out, &q)?;
-    if let Some(path) = &args.lse {
-        tensors::write_rows_like(path, lse, &q)?;
+    out_file.write(&tensors::encode_like(&args.out, out, &q)?)?;
+    if let (Some(file), Some(path)) = (&lse_file, &args.lse) {
+        file.write(&tensors::encode_rows_like(path, lse, &q)?)?;
+    }
+    out_file.commit()?;
+    if let Some(file) = lse_file {
+        file.commit()?;
     }
     Ok(())
 }

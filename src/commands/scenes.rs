@@ -33,8 +33,7 @@ pub fn list(args: &ScenesArgs) -> Result<()> {
     } else {
         table(&scenes)
     };
-    print!("{out}");
-    Ok(())
+    crate::output::print(&out)
 }
 
 fn json(scenes: &[Scene]) -> Result<String> {
@@ -102,12 +101,12 @@ pub fn check(files: &[PathBuf]) -> Result<()> {
     let mut bad = 0;
     for file in files {
         match scene::load_file(file) {
-            Ok(s) => println!(
+            Ok(s) => crate::output::println(&format!(
                 "{}: ok ({} steps, {:.0} s)",
                 file.display(),
                 s.steps.len(),
                 s.duration_ms() as f64 / 1000.0
-            ),
+            ))?,
             Err(e) => {
                 bad += 1;
                 eprintln!("{e}");

@@ -23,8 +23,7 @@ pub fn run(args: &TraceArgs) -> Result<()> {
     let trace = compute(args)?;
     let text = serde_json::to_string(&to_json(&trace))
         .map_err(|e| Error::Internal(format!("cannot write trace JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    crate::output::println(&text)
 }
 
 /// The trace `args` ask for.

@@ -112,6 +112,45 @@ pub fn load_attention(path: &Path) -> Result<Vec<Array3<f64>>> {
         .collect())
 }
 
+/// How far a row of attention weights may sum from 1 before `view --attn` warns: f32
+/// softmax rows sum to 1 within about n * 2^-24, far inside this.
+pub const ATTENTION_ROW_SUM_TOLERANCE: f64 = 1e-3;
+
+/// A warning for attention weights whose rows are not probability distributions: a row
+/// must hold no negative value and sum to 1 (within [`ATTENTION_ROW_SUM_TOLERANCE`]), or
+/// be all zeros (a query whose keys are all masked). The app still shows such weights,
+/// since they may be meant (e.g. a difference of two maps); the warning names the first
+/// such row (layer, head and row from 0, as in files and flags) and how many there are.
+pub fn attention_rows_warning(layers: &[Array3<f64>]) -> Option<String> {
+    let mut first = None;
+    let mut count = 0usize;
+    let mut rows = 0usize;
+    for (l, layer) in layers.iter().enumerate() {
+        for (h, head) in layer.outer_iter().enumerate() {
+            for (i, row) in head.outer_iter().enumerate() {
+                rows += 1;
+                let sum: f64 = row.sum();
+                let negative = row.iter().any(|&x| x < 0.0);
+                let zeros = row.iter().all(|&x| x == 0.0);
+                if negative || !(zeros || (sum - 1.0).abs() <= ATTENTION_ROW_SUM_TOLERANCE) {
+                    count += 1;
+                    first.get_or_insert((l, h, i, sum, negative));
+                }
+            }
+        }
+    }
+    first.map(|(l, h, i, sum, negative)| {
+        let what = if negative {
+            format!("holds a negative weight (sum {sum})")
+        } else {
+            format!("sums to {sum}")
+        };
+        format!(
+            "layer {l}, head {h}, row {i} {what}; attention weights are softmax rows that sum to 1 (within {ATTENTION_ROW_SUM_TOLERANCE}) or all-zero rows; {count} of {rows} rows are not (is this a score or logit array?)"
+        )
+    })
+}
+
 /// Q, K and V, read and checked against each other.
 #[derive(Debug, Clone)]
 pub struct Qkv {
@@ -151,12 +190,54 @@ fn to_rank(a: ArrayD<f64>, rank: usize) -> ArrayD<f64> {
         .expect("dropping axes of length 1")
 }
 
+/// The .npy bytes of an output [B,H,N,dv] in the rank and dtype of `like` (Q); `path`
+/// names it in errors.
+pub fn encode_like(path: &Path, out: Array4<f64>, like: &Tensor) -> Result<Vec<u8>> {
+    encode_as(path, to_rank(out.into_dyn(), like.rank), like)
+}
+
+/// The .npy bytes of a per-row value [B,H,N] (e.g. log-sum-exp) shaped like Q without its
+/// last axis.
+pub fn encode_rows_like(path: &Path, rows: Array3<f64>, like: &Tensor) -> Result<Vec<u8>> {
+    encode_as(path, to_rank(rows.into_dyn(), like.rank - 1), like)
+}
+
+fn encode_as(path: &Path, a: ArrayD<f64>, like: &Tensor) -> Result<Vec<u8>> {
+    npy::encode(&a, like.dtype).map_err(|e| {
+        Error::file(
+            path,
+            format!(
+                "{e}; outputs take the dtype of Q ({}): save Q as float64 to keep such values",
+                like.path.display()
+            ),
+        )
+    })
+}
+
 /// Write an output [B,H,N,dv] in the rank and dtype of `like` (Q).
 pub fn write_like(path: &Path, out: Array4<f64>, like: &Tensor) -> Result<()> {
-    npy::write(path, &to_rank(out.into_dyn(), like.rank), like.dtype)
+    crate::output::write_file(path, &encode_like(path, out, like)?)
 }
 
 /// Write a per-row value [B,H,N] (e.g. log-sum-exp) shaped like Q without its last axis.
 pub fn write_rows_like(path: &Path, rows: Array3<f64>, like: &Tensor) -> Result<()> {
-    npy::write(path, &to_rank(rows.into_dyn(), like.rank - 1), like.dtype)
+    crate::output::write_file(path, &encode_rows_like(path, rows, like)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attention_rows_that_are_not_distributions_are_named() {
+        let ok = Array3::from_shape_vec((1, 2, 2), vec![0.25, 0.75, 0.0, 0.0]).unwrap();
+        assert_eq!(attention_rows_warning(&[ok.clone()]), None);
+        let mut bad = ok.clone();
+        bad[[0, 1, 0]] = 0.5;
+        let w = attention_rows_warning(&[ok.clone(), bad]).unwrap();
+        assert!(w.contains("layer 1, head 0, row 1 sums to 0.5"), "{w}");
+        assert!(w.contains("1 of 4 rows"), "{w}");
+        let neg = Array3::from_shape_vec((1, 1, 2), vec![-0.5, 1.5]).unwrap();
+        assert!(attention_rows_warning(&[neg]).unwrap().contains("negative"));
+    }
 }

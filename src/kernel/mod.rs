@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
-use crate::engine::problem::{AttnSpec, ProblemShape};
+use crate::attn::problem::{AttnSpec, ProblemShape};
 use crate::error::{Error, Result};
 
 mod buf;

@@ -1,7 +1,7 @@
 //! The one tiled FlashAttention algorithm: a query block's online-softmax state, the
 //! processing of one (query block, key block) tile, and the two loop orders over tiles.
 //! The fast kernel runs [`fa2_block`] with a no-op observer; the instrumented run
-//! ([`crate::engine::flash`]) runs the same functions with an observer that records the
+//! (`engine::flash`, which sits above the kernel) runs the same functions with an observer that records the
 //! state after every tile, in either loop order.
 //!
 //! Work happens in base 2: Q is multiplied by scale * log2 e when it is packed, biases
@@ -15,7 +15,7 @@ use pulp::Simd;
 use super::buf::AlignedBuf;
 use super::exp::exp2;
 use super::micro::{self, PV_ROWS, PvArgs, ScoreArgs};
-use crate::engine::mask::{Mask, TileClass};
+use crate::attn::mask::{Mask, TileClass};
 
 pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
 

@@ -37,18 +37,10 @@ fn check_speed(speed: f64) -> Result<()> {
     }
 }
 
-/// Write `bytes` to `path` whole or not at all: a temporary file beside it, then a
-/// rename, so an interrupted run never leaves half a recording under the real name.
+/// Write `bytes` to `path` whole or not at all (see [`crate::output::write_file`]:
+/// a device such as /dev/full is written in place, and its errors are reported).
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let fail = |e: std::io::Error| Error::file(path, format!("cannot write: {e}"));
-    std::fs::write(&tmp, bytes).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+    crate::output::write_file(path, bytes)
 }
 
 pub fn play(args: &PlayArgs) -> Result<()> {

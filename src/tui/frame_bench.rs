@@ -121,24 +121,25 @@ fn measure_view(
 /// `attnviz bench --ui [--json]`.
 pub fn bench_ui(args: &BenchArgs) -> Result<()> {
     let records = measure(COLS, ROWS)?;
+    let mut text = String::new();
     if args.json {
-        let s = serde_json::to_string_pretty(&records).map_err(internal)?;
-        println!("{s}");
+        text = serde_json::to_string_pretty(&records).map_err(internal)?;
+        text.push('\n');
     } else {
-        println!(
-            "{:<10} {:>7} {:>9} {:>10} {:>9}",
+        text.push_str(&format!(
+            "{:<10} {:>7} {:>9} {:>10} {:>9}\n",
             "view", "tokens", "size", "ms/frame", "p95 ms"
-        );
+        ));
         for r in &records {
-            println!(
-                "{:<10} {:>7} {:>9} {:>10.3} {:>9.3}",
+            text.push_str(&format!(
+                "{:<10} {:>7} {:>9} {:>10.3} {:>9.3}\n",
                 r.view,
                 r.tokens,
                 format!("{}x{}", r.cols, r.rows),
                 r.ms_per_frame,
                 r.p95_ms
-            );
+            ));
         }
     }
-    Ok(())
+    crate::output::print(&text)
 }

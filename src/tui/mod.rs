@@ -166,6 +166,11 @@ pub fn run_view(args: &ViewArgs) -> Result<()> {
         None => Vec::new(),
     };
     let (source, title) = view_source(args, tokens)?;
+    if let (Some(path), Source::Weights { layers, .. }) = (&args.attn, &source)
+        && let Some(warning) = tensors::attention_rows_warning(layers)
+    {
+        eprintln!("attnviz: warning: {}: {warning}", path.display());
+    }
     let options = AppOptions::interactive(args.lang, args.theme, args.ascii, args.no_mouse, title);
     let state = State::new(source, options)?;
     terminal::ensure_terminal()?;
@@ -220,6 +225,12 @@ pub fn read_tokens(path: &Path) -> Result<Vec<String>> {
         Some((last, rest)) if last.trim().is_empty() => rest.to_vec(),
         _ => lines,
     };
+    if lines.is_empty() {
+        return Err(Error::file(
+            path,
+            "the tokens file is empty; write one token per line, one line per query row",
+        ));
+    }
     lines
         .iter()
         .enumerate()

@@ -9,11 +9,11 @@ use std::fs::File;
 use std::io::{BufReader, Seek};
 use std::path::Path;
 
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, Dimension, IxDyn};
 use ndarray_npy::npy::header::{Header, ParseHeaderError, ReadHeaderError};
 use ndarray_npy::{ReadableElement, WritableElement, WriteNpyExt};
 
-use crate::engine::limits;
+use crate::attn::limits;
 use crate::error::{Error, Result};
 
 /// The element types attnviz reads and writes.
@@ -206,28 +206,48 @@ pub fn read_f64(path: &Path) -> Result<ArrayD<f64>> {
     read(path).map(|a| a.data)
 }
 
-fn write_any<T: WritableElement>(path: &Path, a: &ArrayD<T>) -> Result<()> {
-    let f = File::create(path).map_err(|e| Error::file(path, format!("cannot create: {e}")))?;
-    a.write_npy(std::io::BufWriter::new(f))
-        .map_err(|e| Error::file(path, format!("cannot write: {e}")))
+fn encode_any<T: WritableElement>(a: &ArrayD<T>) -> std::result::Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    a.write_npy(&mut bytes).map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+/// The bytes of a .npy file holding `a` as `dtype`. A finite value that float32 cannot
+/// hold (|x| > 3.4e38) is refused, naming its index, rather than written as infinity.
+pub fn encode(a: &ArrayD<f64>, dtype: NpyDtype) -> std::result::Result<Vec<u8>, String> {
+    match dtype {
+        NpyDtype::F64 => encode_any(a),
+        NpyDtype::F32 => {
+            if let Some((index, x)) = a
+                .indexed_iter()
+                .find(|(_, x)| x.is_finite() && !(**x as f32).is_finite())
+            {
+                return Err(format!(
+                    "the value {x:e} at index {:?} is beyond the float32 range (±{:e}) of this output",
+                    index.slice(),
+                    f32::MAX
+                ));
+            }
+            encode_any(&a.mapv(|x| x as f32))
+        }
+    }
 }
 
 /// Write an f32 array.
 pub fn write_f32(path: &Path, a: &ArrayD<f32>) -> Result<()> {
-    write_any(path, a)
+    let bytes = encode_any(a).map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
+    crate::output::write_file(path, &bytes)
 }
 
 /// Write an f64 array.
 pub fn write_f64(path: &Path, a: &ArrayD<f64>) -> Result<()> {
-    write_any(path, a)
+    write(path, a, NpyDtype::F64)
 }
 
-/// Write f64 values as `dtype`.
+/// Write f64 values as `dtype`, whole or not at all ([`crate::output::write_file`]).
 pub fn write(path: &Path, a: &ArrayD<f64>, dtype: NpyDtype) -> Result<()> {
-    match dtype {
-        NpyDtype::F64 => write_f64(path, a),
-        NpyDtype::F32 => write_f32(path, &a.mapv(|x| x as f32)),
-    }
+    let bytes = encode(a, dtype).map_err(|e| Error::file(path, e))?;
+    crate::output::write_file(path, &bytes)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use ndarray::{Array2, Array4, ArrayD, Ix4};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::engine::config::{BigBird, MaskKind};
+use crate::attn::config::{BigBird, MaskKind};
 use crate::error::{Error, Result};
 
 /// Seed of BigBird's random blocks: fixed, so a pattern is the same on every run and
@@ -92,7 +92,7 @@ impl Mask {
             }
             MaskKind::BigBird(bb) => bigbird_rule(bb, n_q, n_k),
             MaskKind::File(path) => {
-                let data = crate::engine::npy::read_f64(path)?;
+                let data = crate::attn::npy::read_f64(path)?;
                 Rule::Additive(file_mask(path, data, batch, heads, n_q, n_k)?)
             }
         };

@@ -1,8 +1,8 @@
 //! One attention problem's shape and options, shared by every path (reference, naive,
 //! kernel): which K/V head a query head reads, the ALiBi bias, the scale.
 
-use crate::engine::mask::Mask;
-use crate::engine::pe::alibi_slopes;
+use crate::attn::alibi::alibi_slopes;
+use crate::attn::mask::Mask;
 use crate::error::{Error, Result};
 
 /// Shapes of Q [B,H,Nq,d], K [B,G,Nk,d] and V [B,G,Nk,dv].
