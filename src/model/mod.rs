@@ -8,6 +8,7 @@
 //!   MLPs in `mlp`) with interventions, attention weights and a block's [`trace`];
 //! - [`predict`]: per-token loss and top next tokens from logits;
 //! - [`cache`]: the KV cache of a decoding session;
+//! - [`generate`]: prefill, then token by token over the cache; greedy or seeded sampling;
 //!
 //! Loaders turn a file into a [`config::ModelConfig`] and [`weights::Weights`]; the forward
 //! pass reads only those two, so nothing format-specific leaks past the loaders.
@@ -17,6 +18,7 @@ pub mod cache;
 pub mod config;
 pub mod forward;
 pub mod gemm;
+pub mod generate;
 mod mlp;
 mod norm;
 pub mod predict;
