@@ -315,7 +315,10 @@ fn last_row_logits_and_no_attention() {
     };
     let last = forward(&cfg, &w, &ids, &o).unwrap();
     // the same row; m = 1 takes gemm's matrix-vector path, so the last bits may differ
-    let want: Vec<f64> = all[(N - 1) * cfg.vocab..].iter().map(|&v| v as f64).collect();
+    let want: Vec<f64> = all[(N - 1) * cfg.vocab..]
+        .iter()
+        .map(|&v| v as f64)
+        .collect();
     assert_close("last row", last.logits.as_deref().unwrap(), &want, 1e-6);
     assert!(last.attention.iter().all(|a| a.is_empty()));
 }

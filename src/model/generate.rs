@@ -43,7 +43,9 @@ pub struct Decoder<'m> {
 impl<'m> Decoder<'m> {
     /// A session with room for `capacity` tokens. The interventions of `opts` apply to
     /// every step (ablation, RoPE base, no positions); the mask must be causal or
-    /// `window:W`, the masks that a token-by-token decode can honour.
+    /// `window:W`, the masks that a token-by-token decode can honour. `keep_attention`
+    /// gives each step's attention rows; `trace_layer` and `logits` are not used (a step
+    /// returns the last token's logits).
     pub fn new(
         cfg: &'m ModelConfig,
         w: &'m Weights,
