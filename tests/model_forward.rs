@@ -498,3 +498,24 @@ fn bad_input_is_a_usage_error_naming_the_problem() {
     let err = forward(&cfg, &w_bad, &[1], &opts()).unwrap_err();
     assert!(err.to_string().contains("layer 1 wq"), "{err}");
 }
+
+#[test]
+fn long_input_spans_several_kernel_tiles() {
+    // 150 tokens: three query blocks of 64 and two key blocks of 128 in the kernel.
+    let (cfg, w) = model_common::llama(37);
+    let ids = model_common::Gen::new(38).ids(150, cfg.vocab);
+    let two = ForwardOptions {
+        threads: Some(2),
+        ..ForwardOptions::default()
+    };
+    check("llama n=150", &cfg, &w, &ids, &two, &RefOpts::default());
+    let window = ForwardOptions {
+        mask: Some(MaskKind::Window(70)),
+        ..two
+    };
+    let r = RefOpts {
+        mask: Some(RefMask::Window(70)),
+        ..RefOpts::default()
+    };
+    check("llama n=150 window:70", &cfg, &w, &ids, &window, &r);
+}

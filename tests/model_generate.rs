@@ -80,9 +80,18 @@ fn greedy_with_the_cache_equals_repeated_full_forwards() {
 #[test]
 fn cached_logits_and_attention_rows_match_the_full_forward() {
     let (cfg, w) = model_common::llama(43);
+    let (cfg_i, w_i) = model_common::to_interleaved(&cfg, &w);
+    cached_matches_full(&cfg, &w);
+    cached_matches_full(&cfg_i, &w_i);
+    let (cfg, w) = model_common::gpt2(51);
+    cached_matches_full(&cfg, &w);
+}
+
+fn cached_matches_full(cfg: &ModelConfig, w: &Weights) {
+    let cfg = cfg.clone();
     let seq = model_common::Gen::new(44).ids(11, cfg.vocab);
-    let full = forward(&cfg, &w, &seq, &fwd_opts()).unwrap();
-    let mut dec = Decoder::new(&cfg, &w, &fwd_opts(), seq.len()).unwrap();
+    let full = forward(&cfg, w, &seq, &fwd_opts()).unwrap();
+    let mut dec = Decoder::new(&cfg, w, &fwd_opts(), seq.len()).unwrap();
     let n = seq.len();
     let check = |step: attnviz::model::generate::StepOutput, pos: usize| {
         let want: Vec<f64> = full.logits.as_ref().unwrap()[pos * cfg.vocab..][..cfg.vocab]
