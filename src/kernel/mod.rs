@@ -31,6 +31,7 @@ pub mod tile;
 
 pub use buf::AlignedBuf;
 pub use pool::default_threads;
+pub(crate) use pool::pool as thread_pool;
 pub use tier::{SIMD_ENV, Tier, available_tiers};
 pub use tile::{BlockView, NoObserver, ScoresView, TileObserver};
 

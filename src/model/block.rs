@@ -1,0 +1,517 @@
+//! One Transformer block over n tokens: norms, Q/K/V, RoPE, attention through the flash
+//! kernel, the display weights, W_O, residuals and the MLP, in pre- or post-norm order.
+//! Every product over the n tokens is one GEMM; the N x N weights are computed only when
+//! asked for (display or trace).
+
+use rayon::prelude::*;
+
+use crate::engine::config::MaskKind;
+use crate::engine::mask::Mask;
+use crate::engine::problem::{AttnSpec, ProblemShape};
+use crate::error::{Error, Result};
+use crate::kernel::{self, KernelOptions, thread_pool};
+use crate::model::cache::LayerCache;
+use crate::model::config::{ModelConfig, NormPlace, RopeStyle};
+use crate::model::gemm::{linear, matmul_nt};
+use crate::model::mlp::{MlpBuffers, mlp_forward};
+use crate::model::norm::norm_rows;
+use crate::model::rope::RopeTable;
+use crate::model::trace::LayerTrace;
+use crate::model::weights::LayerWeights;
+
+/// What every block of one pass shares.
+pub(crate) struct BlockCtx<'a> {
+    pub cfg: &'a ModelConfig,
+    pub threads: usize,
+    /// RoPE for the positions of this pass's tokens; None without RoPE or with `no_pe`.
+    pub rope: Option<(&'a RopeTable, RopeStyle)>,
+}
+
+/// Where the keys come from.
+pub(crate) enum Keys<'a> {
+    /// The pass's own n tokens (a full forward); `spec` is resolved for [H, n, n].
+    Own { spec: &'a AttnSpec },
+    /// A KV cache holding `len` earlier tokens (row capacity `capacity`): the new keys and
+    /// values are written after them and the queries attend to all `len + n`.
+    Cache {
+        cache: &'a mut LayerCache,
+        len: usize,
+        capacity: usize,
+        mask: &'a MaskKind,
+    },
+}
+
+/// Per-layer options.
+pub(crate) struct LayerOpts<'a> {
+    /// Query heads whose outputs are zeroed before W_O.
+    pub ablate: &'a [usize],
+    /// Where to write the attention weights [H, n, n_k], if wanted.
+    pub weights: Option<&'a mut Vec<f32>>,
+    pub trace: Option<&'a mut LayerTrace>,
+}
+
+/// Buffers of one pass, sized on first use and reused by every layer.
+#[derive(Default)]
+pub(crate) struct Buffers {
+    normed: Vec<f32>,
+    q_tok: Vec<f32>,
+    k_tok: Vec<f32>,
+    v_tok: Vec<f32>,
+    qh: Vec<f32>,
+    kh: Vec<f32>,
+    vh: Vec<f32>,
+    concat: Vec<f32>,
+    proj: Vec<f32>,
+    scores: Vec<f32>,
+    mlp: MlpBuffers,
+}
+
+/// Run block `lw` on the residual stream x [n, d_model] in place.
+pub(crate) fn block_forward(
+    ctx: &BlockCtx,
+    lw: &LayerWeights,
+    x: &mut [f32],
+    n: usize,
+    keys: Keys,
+    buf: &mut Buffers,
+    mut lo: LayerOpts,
+) -> Result<()> {
+    let cfg = ctx.cfg;
+    let (d, dh, h, g) = (cfg.d_model, cfg.d_head, cfg.heads, cfg.kv_heads);
+    let t = ctx.threads;
+    let eps = cfg.norm_eps;
+    let post = cfg.norm_place == NormPlace::Post;
+    if let Some(tr) = lo.trace.as_deref_mut() {
+        tr.push(
+            "block_input",
+            "the residual stream entering the block",
+            &[n, d],
+            x,
+        );
+    }
+
+    // Attention's input: norm(x) before it (pre-norm) or x itself (post-norm).
+    buf.normed.resize(n * d, 0.0);
+    if !post {
+        norm_rows(cfg.norm, x, d, &lw.attn_norm, eps, &mut buf.normed);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("attn_norm", "norm(block_input)", &[n, d], &buf.normed);
+        }
+    } else {
+        buf.normed.copy_from_slice(x);
+    }
+
+    buf.q_tok.resize(n * h * dh, 0.0);
+    buf.k_tok.resize(n * g * dh, 0.0);
+    buf.v_tok.resize(n * g * dh, 0.0);
+    linear(&buf.normed, n, &lw.wq, &mut buf.q_tok, t)?;
+    linear(&buf.normed, n, &lw.wk, &mut buf.k_tok, t)?;
+    linear(&buf.normed, n, &lw.wv, &mut buf.v_tok, t)?;
+    split_heads(&buf.q_tok, n, h, dh, &mut buf.qh);
+    split_heads(&buf.k_tok, n, g, dh, &mut buf.kh);
+    split_heads(&buf.v_tok, n, g, dh, &mut buf.vh);
+    if let Some(tr) = lo.trace.as_deref_mut() {
+        tr.push("q", "x W_q^T + b_q, split into heads", &[h, n, dh], &buf.qh);
+        tr.push(
+            "k",
+            "x W_k^T + b_k, split into KV heads",
+            &[g, n, dh],
+            &buf.kh,
+        );
+        tr.push(
+            "v",
+            "x W_v^T + b_v, split into KV heads",
+            &[g, n, dh],
+            &buf.vh,
+        );
+    }
+    if let Some((rope, style)) = ctx.rope {
+        rope.apply(style, &mut buf.qh);
+        rope.apply(style, &mut buf.kh);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("q_rope", "RoPE(q, position)", &[h, n, dh], &buf.qh);
+            tr.push("k_rope", "RoPE(k, position)", &[g, n, dh], &buf.kh);
+        }
+    }
+
+    // Attention through the kernel; the display weights from the same q, k and its lse.
+    let kopts = KernelOptions {
+        threads: Some(t),
+        ..KernelOptions::default()
+    };
+    let want_weights = lo.weights.is_some() || lo.trace.is_some();
+    let out = match keys {
+        Keys::Own { spec } => {
+            let shape = shape(cfg, n, n);
+            let r = kernel::attention(&shape, &buf.qh, &buf.kh, &buf.vh, spec, &kopts)?;
+            if want_weights {
+                let kv = KeyRows {
+                    k: &buf.kh,
+                    stride: n,
+                    len: n,
+                };
+                display_weights(cfg, &buf.qh, n, &kv, &r.lse, spec, t, &mut buf.scores)?;
+                if let Some(tr) = lo.trace.as_deref_mut() {
+                    trace_scores(cfg, &buf.qh, n, &kv, spec, tr)?;
+                }
+            }
+            r.out
+        }
+        Keys::Cache {
+            cache,
+            len,
+            capacity,
+            mask,
+        } => {
+            let n_k = len + n;
+            if n_k > capacity {
+                return Err(Error::usage(format!(
+                    "the KV cache holds {capacity} tokens; {len} cached + {n} new do not fit"
+                )));
+            }
+            append(&mut cache.k, &buf.kh, g, n, dh, len, capacity);
+            append(&mut cache.v, &buf.vh, g, n, dh, len, capacity);
+            let (out, lse) = cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?;
+            if want_weights {
+                let full = Mask::resolve(mask, 1, h, n, n_k)?;
+                let spec = AttnSpec::new(&shape(cfg, n, n_k), full, false, None);
+                let kv = KeyRows {
+                    k: cache.k.as_slice(),
+                    stride: capacity,
+                    len: n_k,
+                };
+                display_weights(cfg, &buf.qh, n, &kv, &lse, &spec, t, &mut buf.scores)?;
+                if let Some(tr) = lo.trace.as_deref_mut() {
+                    trace_scores(cfg, &buf.qh, n, &kv, &spec, tr)?;
+                }
+            }
+            out
+        }
+    };
+    if let Some(tr) = lo.trace.as_deref_mut() {
+        let n_k = buf.scores.len() / (h * n);
+        tr.push(
+            "weights",
+            "exp(masked_scores - lse)",
+            &[h, n, n_k],
+            &buf.scores,
+        );
+        tr.push("head_out", "weights V per head", &[h, n, dh], &out);
+    }
+    if let Some(wout) = lo.weights.take() {
+        wout.clear();
+        wout.extend_from_slice(&buf.scores);
+    }
+
+    // Heads side by side (ablated ones zeroed), W_O, residual.
+    buf.concat.resize(n * h * dh, 0.0);
+    for (i, row) in buf.concat.chunks_exact_mut(h * dh).enumerate() {
+        for (head, dst) in row.chunks_exact_mut(dh).enumerate() {
+            if lo.ablate.contains(&head) {
+                dst.fill(0.0);
+            } else {
+                dst.copy_from_slice(&out[(head * n + i) * dh..][..dh]);
+            }
+        }
+    }
+    buf.proj.resize(n * d, 0.0);
+    linear(&buf.concat, n, &lw.wo, &mut buf.proj, t)?;
+    add_into(x, &buf.proj);
+    if let Some(tr) = lo.trace.as_deref_mut() {
+        tr.push(
+            "concat",
+            "heads side by side (ablated heads zeroed)",
+            &[n, h * dh],
+            &buf.concat,
+        );
+        tr.push("attn_out", "concat W_o^T + b_o", &[n, d], &buf.proj);
+        tr.push("attn_residual", "block_input + attn_out", &[n, d], x);
+    }
+    if post {
+        buf.normed.copy_from_slice(x);
+        norm_rows(cfg.norm, &buf.normed, d, &lw.attn_norm, eps, x);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("attn_norm", "norm(attn_residual)", &[n, d], x);
+        }
+    }
+
+    // MLP on norm(x) (pre-norm) or x (post-norm), residual.
+    if post {
+        buf.normed.copy_from_slice(x);
+    } else {
+        norm_rows(cfg.norm, x, d, &lw.mlp_norm, eps, &mut buf.normed);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("mlp_norm", "norm(attn_residual)", &[n, d], &buf.normed);
+        }
+    }
+    mlp_forward(
+        &lw.mlp,
+        cfg.act,
+        &buf.normed,
+        n,
+        &mut buf.mlp,
+        &mut buf.proj,
+        t,
+    )?;
+    add_into(x, &buf.proj);
+    if let Some(tr) = lo.trace.as_deref_mut() {
+        let ff = buf.mlp.hidden.len() / n;
+        tr.push(
+            "mlp_pre_act",
+            "gate x (gated MLP) or up x, before the activation",
+            &[n, ff],
+            &buf.mlp.pre_act,
+        );
+        if !buf.mlp.up.is_empty() {
+            tr.push("mlp_up", "up x", &[n, ff], &buf.mlp.up);
+        }
+        tr.push(
+            "mlp_hidden",
+            "act(gate x) * up x, or act(up x)",
+            &[n, ff],
+            &buf.mlp.hidden,
+        );
+        tr.push("mlp_out", "mlp_hidden W_down^T + b", &[n, d], &buf.proj);
+        tr.push("mlp_residual", "MLP input residual + mlp_out", &[n, d], x);
+    }
+    if post {
+        buf.normed.copy_from_slice(x);
+        norm_rows(cfg.norm, &buf.normed, d, &lw.mlp_norm, eps, x);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("mlp_norm", "norm(mlp_residual)", &[n, d], x);
+        }
+    }
+    if let Some(tr) = lo.trace.as_deref_mut() {
+        tr.push(
+            "block_output",
+            "the residual stream leaving the block",
+            &[n, d],
+            x,
+        );
+    }
+    Ok(())
+}
+
+/// The block's attention problem, batch 1.
+fn shape(cfg: &ModelConfig, n_q: usize, n_k: usize) -> ProblemShape {
+    ProblemShape {
+        batch: 1,
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        n_q,
+        n_k,
+        d: cfg.d_head,
+        dv: cfg.d_head,
+    }
+}
+
+/// Attention of n new queries over a cache of len + n keys, one kernel call per KV head
+/// (its keys are contiguous in the cache; the query heads that read it are contiguous in q).
+#[allow(clippy::too_many_arguments)]
+fn cached_attention(
+    cfg: &ModelConfig,
+    q: &[f32],
+    n: usize,
+    cache: &LayerCache,
+    len: usize,
+    capacity: usize,
+    mask: &MaskKind,
+    kopts: &KernelOptions,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let (dh, g) = (cfg.d_head, cfg.kv_heads);
+    let r = cfg.heads / g;
+    let n_k = len + n;
+    let group_shape = ProblemShape {
+        batch: 1,
+        heads: r,
+        kv_heads: 1,
+        n_q: n,
+        n_k,
+        d: dh,
+        dv: dh,
+    };
+    let spec = AttnSpec::new(
+        &group_shape,
+        Mask::resolve(mask, 1, r, n, n_k)?,
+        false,
+        None,
+    );
+    let mut out = Vec::with_capacity(cfg.heads * n * dh);
+    let mut lse = Vec::with_capacity(cfg.heads * n);
+    for kv in 0..g {
+        let rows = kv * capacity * dh..(kv * capacity + n_k) * dh;
+        let qg = &q[kv * r * n * dh..][..r * n * dh];
+        let res = kernel::attention(
+            &group_shape,
+            qg,
+            &cache.k.as_slice()[rows.clone()],
+            &cache.v.as_slice()[rows],
+            &spec,
+            kopts,
+        )?;
+        out.extend_from_slice(&res.out);
+        lse.extend_from_slice(&res.lse);
+    }
+    Ok((out, lse))
+}
+
+/// Keys [G, stride, d_head] of which rows 0..len are used.
+struct KeyRows<'a> {
+    k: &'a [f32],
+    stride: usize,
+    len: usize,
+}
+
+/// P[h, i, j] = exp(scale q_h,i . k_g,j + bias(i, j) - lse_h,i) into `out` [H, n_q, n_k]:
+/// the softmax the kernel computed, recomputed from its lse (0 where masked or where the
+/// row sees no key at all).
+#[allow(clippy::too_many_arguments)]
+fn display_weights(
+    cfg: &ModelConfig,
+    q: &[f32],
+    n_q: usize,
+    keys: &KeyRows,
+    lse: &[f32],
+    spec: &AttnSpec,
+    threads: usize,
+    out: &mut Vec<f32>,
+) -> Result<()> {
+    let (dh, n_k) = (cfg.d_head, keys.len);
+    out.clear();
+    out.resize(cfg.heads * n_q * n_k, 0.0);
+    let scale = spec.scale as f32;
+    let mask = &spec.mask;
+    let one_head = |(head, p): (usize, &mut [f32])| -> Result<()> {
+        let kv = cfg.kv_head_for(head);
+        let k = &keys.k[kv * keys.stride * dh..][..n_k * dh];
+        matmul_nt(
+            &q[head * n_q * dh..][..n_q * dh],
+            n_q,
+            dh,
+            k,
+            n_k,
+            None,
+            p,
+            1,
+        )?;
+        for (i, row) in p.chunks_exact_mut(n_k).enumerate() {
+            let l = lse[head * n_q + i];
+            if l == f32::NEG_INFINITY {
+                row.fill(0.0);
+                continue;
+            }
+            match mask.visible_keys(0, i) {
+                Some(vis) => {
+                    for (j, s) in row.iter_mut().enumerate() {
+                        *s = if vis.contains(&j) {
+                            (scale * *s - l).exp()
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+                None => {
+                    for (j, s) in row.iter_mut().enumerate() {
+                        let bias = mask.bias(0, head, i, j);
+                        *s = if bias == f64::NEG_INFINITY {
+                            0.0
+                        } else {
+                            ((scale * *s) as f64 + bias - l as f64).exp() as f32
+                        };
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    let per_head = n_q * n_k;
+    if threads <= 1 {
+        out.chunks_mut(per_head).enumerate().try_for_each(one_head)
+    } else {
+        thread_pool(threads)?.install(|| {
+            out.par_chunks_mut(per_head)
+                .enumerate()
+                .try_for_each(one_head)
+        })
+    }
+}
+
+/// The trace's `scores` (scale q.k) and `masked_scores` (plus the mask's bias), [H, n_q, n_k].
+fn trace_scores(
+    cfg: &ModelConfig,
+    q: &[f32],
+    n_q: usize,
+    keys: &KeyRows,
+    spec: &AttnSpec,
+    tr: &mut LayerTrace,
+) -> Result<()> {
+    let (dh, n_k) = (cfg.d_head, keys.len);
+    let mut scores = vec![0.0f32; cfg.heads * n_q * n_k];
+    for (head, s) in scores.chunks_exact_mut(n_q * n_k).enumerate() {
+        let kv = cfg.kv_head_for(head);
+        let k = &keys.k[kv * keys.stride * dh..][..n_k * dh];
+        matmul_nt(
+            &q[head * n_q * dh..][..n_q * dh],
+            n_q,
+            dh,
+            k,
+            n_k,
+            None,
+            s,
+            1,
+        )?;
+        s.iter_mut().for_each(|v| *v *= spec.scale as f32);
+    }
+    let mut masked = scores.clone();
+    for (head, m) in masked.chunks_exact_mut(n_q * n_k).enumerate() {
+        for (i, row) in m.chunks_exact_mut(n_k).enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = (*v as f64 + spec.mask.bias(0, head, i, j)) as f32;
+            }
+        }
+    }
+    let shape = [cfg.heads, n_q, n_k];
+    tr.push(
+        "scores",
+        "scale q . k (scale = 1/sqrt(d_head))",
+        &shape,
+        &scores,
+    );
+    tr.push(
+        "masked_scores",
+        "scores + mask (-inf where masked)",
+        &shape,
+        &masked,
+    );
+    Ok(())
+}
+
+/// [n, heads * dh] (token-major, as a projection writes it) -> [heads, n, dh].
+fn split_heads(tok: &[f32], n: usize, heads: usize, dh: usize, out: &mut Vec<f32>) {
+    out.resize(heads * n * dh, 0.0);
+    for (i, row) in tok.chunks_exact(heads * dh).enumerate() {
+        for (head, src) in row.chunks_exact(dh).enumerate() {
+            out[(head * n + i) * dh..][..dh].copy_from_slice(src);
+        }
+    }
+}
+
+/// Write new rows [G, n, dh] after the `len` cached rows of each KV head.
+fn append(
+    cache: &mut kernel::AlignedBuf,
+    new: &[f32],
+    g: usize,
+    n: usize,
+    dh: usize,
+    len: usize,
+    capacity: usize,
+) {
+    let dst = cache.as_mut_slice();
+    for kv in 0..g {
+        dst[(kv * capacity + len) * dh..][..n * dh].copy_from_slice(&new[kv * n * dh..][..n * dh]);
+    }
+}
+
+fn add_into(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+}

@@ -1,0 +1,412 @@
+//! The f32 forward pass of a whole model over a sequence of token ids, with the
+//! interventions of `model run` (head ablation, mask override, RoPE base, no positions),
+//! the attention weights for display and one block's full trace.
+
+use crate::engine::config::MaskKind;
+use crate::engine::mask::Mask;
+use crate::engine::problem::{AttnSpec, ProblemShape};
+use crate::error::{Error, Result};
+use crate::kernel::default_threads;
+use crate::model::block::{BlockCtx, Buffers, Keys, LayerOpts, block_forward};
+use crate::model::config::{ModelConfig, PosKind, RopeStyle};
+use crate::model::gemm::matmul_nt;
+use crate::model::norm::norm_rows;
+use crate::model::rope::RopeTable;
+use crate::model::trace::LayerTrace;
+use crate::model::weights::Weights;
+
+/// Which rows of logits to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogitRows {
+    /// Every position's next-token logits [n, vocab] (loss per token).
+    #[default]
+    All,
+    /// Only the last position's [1, vocab] (prediction, generation).
+    Last,
+}
+
+/// Options of one forward pass; `Default` is the model as it is, all threads, attention
+/// weights kept, all logits.
+#[derive(Debug, Clone)]
+pub struct ForwardOptions {
+    /// Worker threads (GEMMs and the attention kernel); all cores if None.
+    pub threads: Option<usize>,
+    /// (layer, head) pairs, from 0, whose attention outputs are zeroed before W_O.
+    pub ablate: Vec<(usize, usize)>,
+    /// Replaces the model's own mask (causal for decoders, none for encoders).
+    pub mask: Option<MaskKind>,
+    /// Replaces the model's RoPE base (RoPE models only).
+    pub rope_base: Option<f64>,
+    /// Drop position information: RoPE not applied, learned positions not added.
+    pub no_pe: bool,
+    /// Compute every layer's attention weights [heads, n, n] for display.
+    pub keep_attention: bool,
+    /// Keep every stage of this block (from 0) in [`ForwardOutput::layer_trace`].
+    pub trace_layer: Option<usize>,
+    pub logits: LogitRows,
+}
+
+impl Default for ForwardOptions {
+    fn default() -> Self {
+        ForwardOptions {
+            threads: None,
+            ablate: Vec::new(),
+            mask: None,
+            rope_base: None,
+            no_pe: false,
+            keep_attention: true,
+            trace_layer: None,
+            logits: LogitRows::All,
+        }
+    }
+}
+
+/// What one forward pass computed.
+#[derive(Debug, Clone)]
+pub struct ForwardOutput {
+    /// Next-token logits [rows, vocab] (rows = n, or 1 with [`LogitRows::Last`]); None for
+    /// an encoder without an LM head.
+    pub logits: Option<Vec<f32>>,
+    /// The final hidden states [n, d_model]: after the final norm (pre-norm models) or the
+    /// last block (post-norm), i.e. what the LM head reads.
+    pub hidden: Vec<f32>,
+    /// Per layer, the attention weights [heads, n, n] (row i: query i over keys j); empty
+    /// vectors when `keep_attention` is off.
+    pub attention: Vec<Vec<f32>>,
+    pub layer_trace: Option<LayerTrace>,
+}
+
+/// Options checked and turned into what the blocks use.
+pub(crate) struct Prepared {
+    pub threads: usize,
+    /// Per layer, the ablated query heads.
+    pub ablate: Vec<Vec<usize>>,
+    pub mask: MaskKind,
+    /// RoPE (base, style) unless the model has none or `no_pe` drops it.
+    pub rope: Option<(f64, RopeStyle)>,
+    /// Learned position rows are added.
+    pub learned_pos: bool,
+}
+
+impl Prepared {
+    pub fn new(cfg: &ModelConfig, w: &Weights, opts: &ForwardOptions) -> Result<Prepared> {
+        check_weights(cfg, w)?;
+        let threads = opts.threads.unwrap_or_else(default_threads);
+        if threads == 0 {
+            return Err(Error::usage("--threads must be at least 1"));
+        }
+        let mut ablate = vec![Vec::new(); cfg.layers];
+        for &(l, h) in &opts.ablate {
+            if l >= cfg.layers || h >= cfg.heads {
+                return Err(Error::usage(format!(
+                    "--ablate {l}.{h}: the model has layers 0..{} and heads 0..{} (LAYER.HEAD, from 0)",
+                    cfg.layers - 1,
+                    cfg.heads - 1
+                )));
+            }
+            ablate[l].push(h);
+        }
+        let rope = match (cfg.pos, opts.rope_base) {
+            (PosKind::Rope { base, style }, over) => Some((over.unwrap_or(base), style)),
+            (PosKind::Learned, Some(_)) => {
+                return Err(Error::usage(format!(
+                    "--rope-base applies to RoPE models; this {} model has learned positions",
+                    cfg.arch.name()
+                )));
+            }
+            (PosKind::Learned, None) => None,
+        };
+        if let Some((base, _)) = rope {
+            // Check the base and the head size once, before any work.
+            RopeTable::new(base, cfg.d_head, 0, 0)?;
+        }
+        let default_mask = if cfg.causal {
+            MaskKind::Causal
+        } else {
+            MaskKind::None
+        };
+        Ok(Prepared {
+            threads,
+            ablate,
+            mask: opts.mask.clone().unwrap_or(default_mask),
+            rope: if opts.no_pe { None } else { rope },
+            learned_pos: cfg.pos == PosKind::Learned && !opts.no_pe,
+        })
+    }
+
+    /// The RoPE table for positions pos0..pos0 + n, if RoPE is applied.
+    pub fn rope_table(
+        &self,
+        cfg: &ModelConfig,
+        pos0: usize,
+        n: usize,
+    ) -> Result<Option<RopeTable>> {
+        self.rope
+            .map(|(base, _)| RopeTable::new(base, cfg.d_head, pos0, n))
+            .transpose()
+    }
+}
+
+/// Run the model on `ids` (positions 0..n).
+///
+/// Errors (exit 2): empty input, an id >= vocab, more tokens than a learned position
+/// table has rows, a bad intervention (layer or head out of range, a mask that does not
+/// fit, `rope_base` on a model without RoPE), weights that do not fit the config.
+pub fn forward(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    opts: &ForwardOptions,
+) -> Result<ForwardOutput> {
+    let prep = Prepared::new(cfg, w, opts)?;
+    let n = ids.len();
+    if let Some(l) = opts.trace_layer
+        && l >= cfg.layers
+    {
+        return Err(Error::usage(format!(
+            "trace layer {l} is out of range; the model has layers 0..{}",
+            cfg.layers - 1
+        )));
+    }
+    let mut x = vec![0.0f32; n * cfg.d_model];
+    embed(cfg, w, ids, 0, prep.learned_pos, &mut x)?;
+
+    let shape = ProblemShape {
+        batch: 1,
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        n_q: n,
+        n_k: n,
+        d: cfg.d_head,
+        dv: cfg.d_head,
+    };
+    let spec = AttnSpec::new(
+        &shape,
+        Mask::resolve(&prep.mask, 1, cfg.heads, n, n)?,
+        false,
+        None,
+    );
+    let rope = prep.rope_table(cfg, 0, n)?;
+    let ctx = BlockCtx {
+        cfg,
+        threads: prep.threads,
+        rope: rope.as_ref().zip(prep.rope.map(|(_, s)| s)),
+    };
+    let mut buf = Buffers::default();
+    let mut attention = vec![Vec::new(); cfg.layers];
+    let mut trace = None;
+    for (l, lw) in w.layers.iter().enumerate() {
+        let mut tr = (opts.trace_layer == Some(l)).then(|| LayerTrace::new(l));
+        let lo = LayerOpts {
+            ablate: &prep.ablate[l],
+            weights: opts.keep_attention.then_some(&mut attention[l]),
+            trace: tr.as_mut(),
+        };
+        block_forward(&ctx, lw, &mut x, n, Keys::Own { spec: &spec }, &mut buf, lo)?;
+        if tr.is_some() {
+            trace = tr;
+        }
+    }
+    let hidden = final_hidden(cfg, w, x);
+    let rows = match opts.logits {
+        LogitRows::All => 0..n,
+        LogitRows::Last => n - 1..n,
+    };
+    let logits = lm_head(
+        cfg,
+        w,
+        &hidden[rows.start * cfg.d_model..],
+        rows.len(),
+        prep.threads,
+    )?;
+    Ok(ForwardOutput {
+        logits,
+        hidden,
+        attention,
+        layer_trace: trace,
+    })
+}
+
+/// x [n, d_model] = token embeddings (+ learned positions pos0.. + BERT's type 0 row),
+/// normed if the model norms its embeddings.
+pub(crate) fn embed(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    pos0: usize,
+    learned_pos: bool,
+    x: &mut [f32],
+) -> Result<()> {
+    let d = cfg.d_model;
+    if ids.is_empty() {
+        return Err(Error::usage(
+            "no tokens to run: give a non-empty --text or --ids",
+        ));
+    }
+    if let Some(&bad) = ids.iter().find(|&&id| id as usize >= cfg.vocab) {
+        return Err(Error::usage(format!(
+            "token id {bad} is out of range: the vocabulary has {} ids (0..{})",
+            cfg.vocab,
+            cfg.vocab - 1
+        )));
+    }
+    let end = pos0 + ids.len();
+    if learned_pos && end > cfg.context {
+        return Err(Error::usage(format!(
+            "{end} tokens but the model's learned position table has {} rows (its context); give at most {} tokens",
+            cfg.context, cfg.context
+        )));
+    }
+    for (i, (row, &id)) in x.chunks_exact_mut(d).zip(ids).enumerate() {
+        row.copy_from_slice(&w.tok_embed[id as usize * d..][..d]);
+        if learned_pos && let Some(pe) = &w.pos_embed {
+            let p = &pe[(pos0 + i) * d..][..d];
+            row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+        }
+        if let Some(te) = &w.type_embed {
+            row.iter_mut().zip(te).for_each(|(a, b)| *a += b);
+        }
+    }
+    if let Some(norm) = &w.embed_norm {
+        let raw = x.to_vec();
+        norm_rows(cfg.norm, &raw, d, norm, cfg.norm_eps, x);
+    }
+    Ok(())
+}
+
+/// The final norm (pre-norm models) of the residual stream.
+pub(crate) fn final_hidden(cfg: &ModelConfig, w: &Weights, x: Vec<f32>) -> Vec<f32> {
+    match &w.final_norm {
+        Some(norm) => {
+            let mut out = vec![0.0f32; x.len()];
+            norm_rows(cfg.norm, &x, cfg.d_model, norm, cfg.norm_eps, &mut out);
+            out
+        }
+        None => x,
+    }
+}
+
+/// Logits [m, vocab] of hidden rows [m, d_model]: the LM head, or the token embedding
+/// when tied; None when the model has neither.
+pub(crate) fn lm_head(
+    cfg: &ModelConfig,
+    w: &Weights,
+    hidden: &[f32],
+    m: usize,
+    threads: usize,
+) -> Result<Option<Vec<f32>>> {
+    let (head, bias) = if cfg.tied_embeddings {
+        (&w.tok_embed, None)
+    } else if let Some(lin) = &w.lm_head {
+        (&lin.w, lin.b.as_deref())
+    } else {
+        return Ok(None);
+    };
+    let mut logits = vec![0.0f32; m * cfg.vocab];
+    matmul_nt(
+        &hidden[..m * cfg.d_model],
+        m,
+        cfg.d_model,
+        head,
+        cfg.vocab,
+        bias,
+        &mut logits,
+        threads,
+    )?;
+    Ok(Some(logits))
+}
+
+/// Check that every tensor has the size the config asks for, so that a mismatched
+/// model is an error that names the tensor, never a panic.
+pub fn check_weights(cfg: &ModelConfig, w: &Weights) -> Result<()> {
+    let (d, dh, h, g) = (cfg.d_model, cfg.d_head, cfg.heads, cfg.kv_heads);
+    if [cfg.layers, d, dh, h, g, cfg.vocab, cfg.d_ff].contains(&0) || !h.is_multiple_of(g) {
+        return Err(Error::usage(format!(
+            "model config: every size must be >= 1 and heads ({h}) a multiple of kv_heads ({g})"
+        )));
+    }
+    let bad = |name: String, have: usize, want: usize| {
+        Err(Error::usage(format!(
+            "model tensor {name} holds {have} values; the config needs {want}"
+        )))
+    };
+    let sized = |name: String, have: usize, want: usize| -> Result<()> {
+        if have == want {
+            Ok(())
+        } else {
+            bad(name, have, want)
+        }
+    };
+    let linear = |name: String, lin: &crate::model::Linear, out: usize, inp: usize| -> Result<()> {
+        if lin.out_dim != out || lin.in_dim != inp {
+            return Err(Error::usage(format!(
+                "model tensor {name} is [{}, {}]; the config needs [{out}, {inp}]",
+                lin.out_dim, lin.in_dim
+            )));
+        }
+        sized(format!("{name}.weight"), lin.w.len(), out * inp)?;
+        match &lin.b {
+            Some(b) => sized(format!("{name}.bias"), b.len(), out),
+            None => Ok(()),
+        }
+    };
+    let norm = |name: String, n: &crate::model::Norm| -> Result<()> {
+        sized(format!("{name}.weight"), n.w.len(), d)?;
+        match &n.b {
+            Some(b) => sized(format!("{name}.bias"), b.len(), d),
+            None => Ok(()),
+        }
+    };
+    sized("token_embedding".into(), w.tok_embed.len(), cfg.vocab * d)?;
+    if cfg.pos == PosKind::Learned {
+        match &w.pos_embed {
+            Some(p) => sized("position_embedding".into(), p.len(), cfg.context * d)?,
+            None => {
+                return Err(Error::usage(
+                    "the model has learned positions but no position_embedding tensor",
+                ));
+            }
+        }
+    }
+    if let Some(t) = &w.type_embed {
+        sized("token_type_embedding".into(), t.len(), d)?;
+    }
+    if let Some(n) = &w.embed_norm {
+        norm("embedding_norm".into(), n)?;
+    }
+    if w.layers.len() != cfg.layers {
+        return Err(Error::usage(format!(
+            "the model has {} blocks of tensors; the config says {} layers",
+            w.layers.len(),
+            cfg.layers
+        )));
+    }
+    for (l, lw) in w.layers.iter().enumerate() {
+        norm(format!("layer {l} attn_norm"), &lw.attn_norm)?;
+        norm(format!("layer {l} mlp_norm"), &lw.mlp_norm)?;
+        linear(format!("layer {l} wq"), &lw.wq, h * dh, d)?;
+        linear(format!("layer {l} wk"), &lw.wk, g * dh, d)?;
+        linear(format!("layer {l} wv"), &lw.wv, g * dh, d)?;
+        linear(format!("layer {l} wo"), &lw.wo, d, h * dh)?;
+        match &lw.mlp {
+            crate::model::Mlp::Gated { gate, up, down } => {
+                linear(format!("layer {l} mlp gate"), gate, cfg.d_ff, d)?;
+                linear(format!("layer {l} mlp up"), up, cfg.d_ff, d)?;
+                linear(format!("layer {l} mlp down"), down, d, cfg.d_ff)?;
+            }
+            crate::model::Mlp::Plain { up, down } => {
+                linear(format!("layer {l} mlp up"), up, cfg.d_ff, d)?;
+                linear(format!("layer {l} mlp down"), down, d, cfg.d_ff)?;
+            }
+        }
+    }
+    if let Some(n) = &w.final_norm {
+        norm("final_norm".into(), n)?;
+    }
+    if !cfg.tied_embeddings
+        && let Some(head) = &w.lm_head
+    {
+        linear("lm_head".into(), head, cfg.vocab, d)?;
+    }
+    Ok(())
+}
