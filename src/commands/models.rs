@@ -160,7 +160,7 @@ pub fn info(args: &ModelInfoArgs) -> Result<()> {
     let _ = writeln!(out, "positions   {pos}");
     let _ = writeln!(
         out,
-        "blocks      {:?}-norm {:?}Norm (eps {}), {:?}, {}",
+        "blocks      {:?}-norm {:?}Norm (eps {:.1e}), {:?}, {}",
         c.norm_place,
         c.norm,
         c.norm_eps,
@@ -172,8 +172,10 @@ pub fn info(args: &ModelInfoArgs) -> Result<()> {
         "lm head     {}",
         if c.tied_embeddings {
             "tied to the token embeddings"
+        } else if c.causal {
+            "its own weights"
         } else {
-            "own weights (or none)"
+            "none (an encoder)"
         }
     );
     let _ = writeln!(

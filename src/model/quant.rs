@@ -140,7 +140,9 @@ impl GgmlType {
     /// `elems` is not a multiple of the block size.
     pub fn tensor_bytes(self, elems: usize) -> Option<usize> {
         let b = self.block_elems();
-        elems.is_multiple_of(b).then(|| elems / b * self.block_bytes())
+        elems
+            .is_multiple_of(b)
+            .then(|| elems / b * self.block_bytes())
     }
 }
 
