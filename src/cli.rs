@@ -53,6 +53,11 @@ pub enum Command {
     KvCache(KvCacheArgs),
     /// Attention-matrix size and HBM traffic: standard against FlashAttention.
     Memory(MemoryArgs),
+    /// List the real models found (GGUF files, Hugging Face folders, ollama, caches).
+    Models(ModelsArgs),
+    /// Work with one real model.
+    #[command(subcommand)]
+    Model(ModelCommand),
 }
 
 #[derive(
@@ -270,6 +275,26 @@ pub struct BenchArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ScenesArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// One model's shape, parameters, tokenizer and special tokens (reads headers only).
+    Info(ModelInfoArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelInfoArgs {
+    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
+    pub model: String,
     #[arg(long)]
     pub json: bool,
 }

@@ -1,12 +1,13 @@
 //! One module per subcommand; each takes its parsed arguments and returns a
 //! [`Result`](crate::Result). `main` maps errors to exit codes.
 
-use crate::cli::{Cli, Command, SceneCommand};
+use crate::cli::{Cli, Command, ModelCommand, SceneCommand};
 use crate::error::Result;
 
 pub mod bench;
 pub mod calc;
 pub mod compute;
+pub mod models;
 pub mod scenes;
 pub mod trace;
 
@@ -25,5 +26,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Snapshot(args)) => crate::record::snapshot(&args),
         Some(Command::KvCache(args)) => calc::kv_cache(&args),
         Some(Command::Memory(args)) => calc::memory(&args),
+        Some(Command::Models(args)) => models::list(&args),
+        Some(Command::Model(ModelCommand::Info(args))) => models::info(&args),
     }
 }

@@ -3,13 +3,19 @@
 //!
 //! - [`config`]: what a model is (architecture, sizes, norms, positions), format-free;
 //! - [`weights`]: its tensors in one canonical layout, whatever file they came from;
-//! - [`scores`]: what a head does, measured: head scores and attention rollout;
+//! - [`gguf`], [`quant`]: llama.cpp's GGUF files and their dequantization; [`gguf_llama`]
+//!   maps a GGUF `llama` model onto the canonical types;
+//! - [`hf`], [`hf_config`]: Hugging Face folders (config.json, safetensors);
+//! - [`tokenizer`]: the model's own tokenizer (tokenizer.json or GGUF metadata);
+//! - [`load`], [`find`]: a MODEL argument -> a loaded model; where models are found;
 //! - [`gemm`]: the dense products y = x w^T + b, threaded;
 //! - [`forward`]: the f32 forward pass (blocks in `block`, norms in `norm`, RoPE in `rope`,
 //!   MLPs in `mlp`) with interventions, attention weights and a block's [`trace`];
 //! - [`predict`]: per-token loss and top next tokens from logits;
 //! - [`cache`]: the KV cache of a decoding session;
 //! - [`generate`]: prefill, then token by token over the cache; greedy or seeded sampling;
+//! - [`scores`]: what a head does, measured: head scores and attention rollout;
+//! - [`session`]: one text through one model, kept for the app.
 //!
 //! Loaders turn a file into a [`config::ModelConfig`] and [`weights::Weights`]; the forward
 //! pass reads only those two, so nothing format-specific leaks past the loaders.
@@ -17,19 +23,31 @@
 mod block;
 pub mod cache;
 pub mod config;
+pub mod find;
 pub mod forward;
 pub mod gemm;
 pub mod generate;
+pub mod gguf;
+pub mod gguf_llama;
+pub mod hf;
+pub mod hf_config;
+pub mod load;
 mod mlp;
 mod norm;
 pub mod predict;
+pub mod quant;
 mod rope;
 pub mod scores;
+pub mod session;
+pub mod tokenizer;
+mod tokenizer_gguf;
 pub mod trace;
 pub mod weights;
 
 pub use config::{Act, Arch, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
 pub use forward::{ForwardOptions, ForwardOutput, LogitRows, forward};
+pub use load::{Format, LoadedModel, ModelInfo, inspect, load};
 pub use predict::{TopToken, token_loss, top_k};
+pub use tokenizer::ModelTokenizer;
 pub use trace::{LayerTrace, Stage};
 pub use weights::{LayerWeights, Linear, Mlp, Norm, Weights};

@@ -1,0 +1,350 @@
+//! GGML tensor types and their dequantization to f32.
+//!
+//! Block layouts follow llama.cpp's `ggml-common.h` (and gguf-py's `quants.py`); every
+//! function writes straight into the caller's output slice, so a tensor is dequantized
+//! into its final `Vec<f32>` without an intermediate copy. All multi-byte fields are
+//! little-endian; `f16` fields are IEEE half floats.
+
+use half::{bf16, f16};
+
+/// The tensor types attnviz can load (GGML type ids in GGUF tensor infos).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Bf16,
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+/// Every supported type with its GGML name, for error messages.
+pub const SUPPORTED: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K";
+
+/// Super-block size of the k-quants.
+pub const QK_K: usize = 256;
+
+impl GgmlType {
+    /// The type for a GGML type id, or None when attnviz cannot dequantize it.
+    pub fn from_id(id: u32) -> Option<Self> {
+        Some(match id {
+            0 => GgmlType::F32,
+            1 => GgmlType::F16,
+            2 => GgmlType::Q4_0,
+            3 => GgmlType::Q4_1,
+            8 => GgmlType::Q8_0,
+            12 => GgmlType::Q4K,
+            13 => GgmlType::Q5K,
+            14 => GgmlType::Q6K,
+            30 => GgmlType::Bf16,
+            _ => return None,
+        })
+    }
+
+    /// The GGML type id.
+    pub fn id(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q8_0 => 8,
+            GgmlType::Q4K => 12,
+            GgmlType::Q5K => 13,
+            GgmlType::Q6K => 14,
+            GgmlType::Bf16 => 30,
+        }
+    }
+
+    /// GGML's name of a type id (also for types attnviz does not load), for messages.
+    pub fn name_of_id(id: u32) -> String {
+        let name = match id {
+            0 => "F32",
+            1 => "F16",
+            2 => "Q4_0",
+            3 => "Q4_1",
+            6 => "Q5_0",
+            7 => "Q5_1",
+            8 => "Q8_0",
+            9 => "Q8_1",
+            10 => "Q2_K",
+            11 => "Q3_K",
+            12 => "Q4_K",
+            13 => "Q5_K",
+            14 => "Q6_K",
+            15 => "Q8_K",
+            16 => "IQ2_XXS",
+            17 => "IQ2_XS",
+            18 => "IQ3_XXS",
+            19 => "IQ1_S",
+            20 => "IQ4_NL",
+            21 => "IQ3_S",
+            22 => "IQ2_S",
+            23 => "IQ4_XS",
+            24 => "I8",
+            25 => "I16",
+            26 => "I32",
+            27 => "I64",
+            28 => "F64",
+            29 => "IQ1_M",
+            30 => "BF16",
+            34 => "TQ1_0",
+            35 => "TQ2_0",
+            39 => "MXFP4",
+            _ => return format!("type id {id}"),
+        };
+        format!("{name} (type id {id})")
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GgmlType::F32 => "F32",
+            GgmlType::F16 => "F16",
+            GgmlType::Bf16 => "BF16",
+            GgmlType::Q8_0 => "Q8_0",
+            GgmlType::Q4_0 => "Q4_0",
+            GgmlType::Q4_1 => "Q4_1",
+            GgmlType::Q4K => "Q4_K",
+            GgmlType::Q5K => "Q5_K",
+            GgmlType::Q6K => "Q6_K",
+        }
+    }
+
+    /// Elements per block.
+    pub fn block_elems(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => 1,
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 => 32,
+            GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => QK_K,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::Bf16 => 2,
+            GgmlType::Q8_0 => 2 + 32,
+            GgmlType::Q4_0 => 2 + 16,
+            GgmlType::Q4_1 => 2 + 2 + 16,
+            GgmlType::Q4K => 2 + 2 + 12 + QK_K / 2,
+            GgmlType::Q5K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
+            GgmlType::Q6K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2,
+        }
+    }
+
+    /// Bytes of a tensor of `elems` elements (a whole number of blocks), or None when
+    /// `elems` is not a multiple of the block size.
+    pub fn tensor_bytes(self, elems: usize) -> Option<usize> {
+        let b = self.block_elems();
+        elems
+            .is_multiple_of(b)
+            .then(|| elems / b * self.block_bytes())
+    }
+}
+
+/// Dequantize `src` (exactly `out.len() / block_elems` blocks of type `ty`) into `out`.
+///
+/// The caller checks the sizes; a mismatch is a bug (this function panics on it).
+pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
+    let be = ty.block_elems();
+    let bb = ty.block_bytes();
+    assert_eq!(out.len() % be, 0, "{} tensor size", ty.name());
+    assert_eq!(src.len(), out.len() / be * bb, "{} tensor bytes", ty.name());
+    let f: fn(&[u8], &mut [f32]) = match ty {
+        GgmlType::F32 => f32_block,
+        GgmlType::F16 => f16_block,
+        GgmlType::Bf16 => bf16_block,
+        GgmlType::Q8_0 => q8_0_block,
+        GgmlType::Q4_0 => q4_0_block,
+        GgmlType::Q4_1 => q4_1_block,
+        GgmlType::Q4K => q4_k_block,
+        GgmlType::Q5K => q5_k_block,
+        GgmlType::Q6K => q6_k_block,
+    };
+    match ty {
+        // One element per "block": convert in bulk instead of one call per element.
+        GgmlType::F32 => {
+            for (o, c) in out.iter_mut().zip(src.chunks_exact(4)) {
+                *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        GgmlType::F16 => {
+            for (o, c) in out.iter_mut().zip(src.chunks_exact(2)) {
+                *o = f16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        GgmlType::Bf16 => {
+            for (o, c) in out.iter_mut().zip(src.chunks_exact(2)) {
+                *o = bf16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        _ => {
+            for (o, b) in out.chunks_exact_mut(be).zip(src.chunks_exact(bb)) {
+                f(b, o);
+            }
+        }
+    }
+}
+
+fn half_at(b: &[u8], i: usize) -> f32 {
+    f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+// F32: one little-endian f32.
+fn f32_block(b: &[u8], y: &mut [f32]) {
+    y[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+}
+
+// F16: one IEEE half.
+fn f16_block(b: &[u8], y: &mut [f32]) {
+    y[0] = half_at(b, 0);
+}
+
+// BF16: the top 16 bits of an f32.
+fn bf16_block(b: &[u8], y: &mut [f32]) {
+    y[0] = bf16::from_le_bytes([b[0], b[1]]).to_f32();
+}
+
+// block_q8_0 (34 bytes, 32 values):
+//   f16 d; i8 qs[32];
+//   y[j] = d * qs[j]
+fn q8_0_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    for (j, o) in y.iter_mut().enumerate() {
+        *o = d * (b[2 + j] as i8) as f32;
+    }
+}
+
+// block_q4_0 (18 bytes, 32 values):
+//   f16 d; u8 qs[16];
+//   y[j]      = d * ((qs[j] & 0xF) - 8)
+//   y[j + 16] = d * ((qs[j] >> 4)  - 8)      for j in 0..16
+fn q4_0_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let qs = &b[2..18];
+    for j in 0..16 {
+        y[j] = d * ((qs[j] & 0xF) as i32 - 8) as f32;
+        y[j + 16] = d * ((qs[j] >> 4) as i32 - 8) as f32;
+    }
+}
+
+// block_q4_1 (20 bytes, 32 values):
+//   f16 d; f16 m; u8 qs[16];
+//   y[j]      = d * (qs[j] & 0xF) + m
+//   y[j + 16] = d * (qs[j] >> 4)  + m        for j in 0..16
+fn q4_1_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let m = half_at(b, 2);
+    let qs = &b[4..20];
+    for j in 0..16 {
+        y[j] = d * (qs[j] & 0xF) as f32 + m;
+        y[j + 16] = d * (qs[j] >> 4) as f32 + m;
+    }
+}
+
+/// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K/Q5_K super-block, packed in
+/// 12 bytes: sub-blocks 0..4 keep scale and min in the low 6 bits of bytes j and j+4;
+/// sub-blocks 4..8 keep their low 4 bits in the nibbles of byte j+4 and their high 2 bits
+/// in the top bits of bytes j-4 (scale) and j (min).
+pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+// block_q4_K (144 bytes, 256 values = 8 sub-blocks of 32):
+//   f16 d; f16 dmin; u8 scales[12] (6-bit scale sc_s and min m_s per sub-block, see
+//   scale_min_k4); u8 qs[128];
+//   chunk c in 0..4 covers values 64c..64c+64 with qs[32c..32c+32]:
+//   y[64c + l]      = d * sc_{2c}   * (qs[32c+l] & 0xF) - dmin * m_{2c}
+//   y[64c + 32 + l] = d * sc_{2c+1} * (qs[32c+l] >> 4)  - dmin * m_{2c+1}
+fn q4_k_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let dmin = half_at(b, 2);
+    let scales = &b[4..16];
+    let qs = &b[16..144];
+    for c in 0..4 {
+        let (s1, m1) = scale_min_k4(2 * c, scales);
+        let (s2, m2) = scale_min_k4(2 * c + 1, scales);
+        let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
+        let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
+        let q = &qs[32 * c..32 * c + 32];
+        for l in 0..32 {
+            y[64 * c + l] = d1 * (q[l] & 0xF) as f32 - m1;
+            y[64 * c + 32 + l] = d2 * (q[l] >> 4) as f32 - m2;
+        }
+    }
+}
+
+// block_q5_K (176 bytes, 256 values = 8 sub-blocks of 32):
+//   f16 d; f16 dmin; u8 scales[12] (as Q4_K); u8 qh[32]; u8 qs[128];
+//   the 5th bit of value 64c + l is bit 2c of qh[l], of value 64c + 32 + l bit 2c+1:
+//   y[64c + l]      = d * sc_{2c}   * ((qs[32c+l] & 0xF) + 16 * bit(qh[l], 2c))   - dmin * m_{2c}
+//   y[64c + 32 + l] = d * sc_{2c+1} * ((qs[32c+l] >> 4)  + 16 * bit(qh[l], 2c+1)) - dmin * m_{2c+1}
+fn q5_k_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let dmin = half_at(b, 2);
+    let scales = &b[4..16];
+    let qh = &b[16..48];
+    let qs = &b[48..176];
+    for c in 0..4 {
+        let (s1, m1) = scale_min_k4(2 * c, scales);
+        let (s2, m2) = scale_min_k4(2 * c + 1, scales);
+        let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
+        let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
+        let q = &qs[32 * c..32 * c + 32];
+        let (u1, u2) = (1u8 << (2 * c), 1u8 << (2 * c + 1));
+        for l in 0..32 {
+            let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
+            let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
+            y[64 * c + l] = d1 * ((q[l] & 0xF) + h1) as f32 - m1;
+            y[64 * c + 32 + l] = d2 * ((q[l] >> 4) + h2) as f32 - m2;
+        }
+    }
+}
+
+// block_q6_K (210 bytes, 256 values = 16 sub-blocks of 16):
+//   u8 ql[128] (low 4 bits); u8 qh[64] (high 2 bits); i8 scales[16]; f16 d;
+//   half h in 0..2 covers values 128h..128h+128 with ql[64h..], qh[32h..], scales[8h..]:
+//   for l in 0..32, with L = ql[64h + l], L' = ql[64h + 32 + l], H = qh[32h + l]:
+//   q0 = (L  & 0xF) | ((H >> 0) & 3) << 4,   y[128h + l]      = d * sc[8h + l/16]     * (q0 - 32)
+//   q1 = (L' & 0xF) | ((H >> 2) & 3) << 4,   y[128h + 32 + l] = d * sc[8h + l/16 + 2] * (q1 - 32)
+//   q2 = (L  >> 4)  | ((H >> 4) & 3) << 4,   y[128h + 64 + l] = d * sc[8h + l/16 + 4] * (q2 - 32)
+//   q3 = (L' >> 4)  | ((H >> 6) & 3) << 4,   y[128h + 96 + l] = d * sc[8h + l/16 + 6] * (q3 - 32)
+fn q6_k_block(b: &[u8], y: &mut [f32]) {
+    let ql = &b[0..128];
+    let qh = &b[128..192];
+    let sc = &b[192..208];
+    let d = half_at(b, 208);
+    for h in 0..2 {
+        let ql = &ql[64 * h..64 * h + 64];
+        let qh = &qh[32 * h..32 * h + 32];
+        let sc = &sc[8 * h..8 * h + 8];
+        let y = &mut y[128 * h..128 * h + 128];
+        for l in 0..32 {
+            let is = l / 16;
+            let hb = qh[l];
+            let q0 = ((ql[l] & 0xF) | ((hb & 3) << 4)) as i32 - 32;
+            let q1 = ((ql[l + 32] & 0xF) | (((hb >> 2) & 3) << 4)) as i32 - 32;
+            let q2 = ((ql[l] >> 4) | (((hb >> 4) & 3) << 4)) as i32 - 32;
+            let q3 = ((ql[l + 32] >> 4) | (((hb >> 6) & 3) << 4)) as i32 - 32;
+            y[l] = d * (sc[is] as i8) as f32 * q0 as f32;
+            y[l + 32] = d * (sc[is + 2] as i8) as f32 * q1 as f32;
+            y[l + 64] = d * (sc[is + 4] as i8) as f32 * q2 as f32;
+            y[l + 96] = d * (sc[is + 6] as i8) as f32 * q3 as f32;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "quant_tests.rs"]
+mod tests;

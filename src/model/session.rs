@@ -1,0 +1,312 @@
+//! A real model's computation of one text, kept for the app: the tokens as the model's
+//! tokenizer splits them, every layer's attention weights from the forward pass (the
+//! project's flash kernel), the predictions and losses, and on demand one block's stages
+//! as an engine [`Pipeline`] for the pipeline, heads and flash views.
+//!
+//! No terminal code: the app holds a session and draws from it.
+
+use std::time::Instant;
+
+use ndarray::{Array2, Array3};
+
+use crate::engine::config::MaskKind;
+use crate::engine::limits;
+use crate::engine::pipeline::{BlockMlp, BlockNorm, BlockTensors, Pipeline};
+use crate::error::{Error, Result};
+use crate::model::config::{Arch, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
+use crate::model::forward::{ForwardOptions, forward};
+use crate::model::load::LoadedModel;
+use crate::model::predict::{TopToken, token_loss, top_k};
+use crate::model::trace::LayerTrace;
+use crate::model::weights::{Linear, Mlp};
+
+/// Longest text the app opens a model on (its n x n maps stay responsive up to here).
+pub const MAX_APP_TOKENS: usize = 1024;
+
+/// How many next-token candidates the app shows.
+pub const TOP_NEXT: usize = 10;
+
+/// One forward pass of a model over a text, with what the views read.
+pub struct ModelSession {
+    pub model: LoadedModel,
+    pub ids: Vec<u32>,
+    /// Token texts as the tokenizer split them (" cat", "##ing").
+    pub pieces: Vec<String>,
+    /// The interventions in force (ablation, mask, RoPE base, no positions).
+    pub options: ForwardOptions,
+    /// Per layer, [heads, n, n] attention weights.
+    pub attention: Vec<Vec<f32>>,
+    /// After the last token (causal models with an LM head).
+    pub top_next: Vec<TopToken>,
+    /// -ln p(token i | tokens < i), i >= 1 (causal models).
+    pub token_loss: Vec<f64>,
+    pub forward_ms: f64,
+}
+
+impl std::fmt::Debug for ModelSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelSession")
+            .field("model", &self.model.name)
+            .field("n", &self.ids.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelSession {
+    /// Tokenize `text` with the model's tokenizer and run the forward pass.
+    pub fn new(model: LoadedModel, text: &str, options: ForwardOptions) -> Result<ModelSession> {
+        let ids = model.tokenizer.encode(text)?;
+        ModelSession::from_ids(model, ids, options)
+    }
+
+    pub fn from_ids(
+        model: LoadedModel,
+        ids: Vec<u32>,
+        options: ForwardOptions,
+    ) -> Result<ModelSession> {
+        if ids.is_empty() {
+            return Err(Error::usage(
+                "--tokens: the text gives no tokens; give a word or two, e.g. --tokens \"The cat sat\"",
+            ));
+        }
+        if ids.len() > MAX_APP_TOKENS {
+            return Err(Error::usage(format!(
+                "--tokens: the text is {} tokens, over the app's limit of {MAX_APP_TOKENS} (MAX_APP_TOKENS); `attnviz model run` takes longer texts",
+                ids.len()
+            )));
+        }
+        let pieces = ids.iter().map(|&id| model.tokenizer.piece(id)).collect();
+        let mut s = ModelSession {
+            model,
+            ids,
+            pieces,
+            options: ForwardOptions {
+                keep_attention: true,
+                trace_layer: None,
+                ..options
+            },
+            attention: Vec::new(),
+            top_next: Vec::new(),
+            token_loss: Vec::new(),
+            forward_ms: 0.0,
+        };
+        s.run()?;
+        Ok(s)
+    }
+
+    /// Run the forward pass again with the current options (after an intervention).
+    pub fn run(&mut self) -> Result<()> {
+        let t = Instant::now();
+        let cfg = &self.model.config;
+        let out = forward(cfg, &self.model.weights, &self.ids, &self.options)?;
+        self.forward_ms = t.elapsed().as_secs_f64() * 1e3;
+        self.attention = out.attention;
+        self.top_next.clear();
+        self.token_loss.clear();
+        if let Some(logits) = &out.logits
+            && cfg.causal
+        {
+            let v = cfg.vocab;
+            let n = self.ids.len();
+            self.top_next = top_k(&logits[(n - 1) * v..n * v], TOP_NEXT);
+            self.token_loss = token_loss(logits, v, &self.ids);
+        }
+        Ok(())
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.model.config
+    }
+
+    pub fn n(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Mean loss over the predicted tokens, if the model predicts.
+    pub fn loss(&self) -> Option<f64> {
+        (!self.token_loss.is_empty())
+            .then(|| self.token_loss.iter().sum::<f64>() / self.token_loss.len() as f64)
+    }
+
+    /// Head `h`'s weights of `layer`, [n, n] row-major.
+    pub fn head_weights(&self, layer: usize, h: usize) -> &[f32] {
+        let n = self.n();
+        &self.attention[layer][h * n * n..(h + 1) * n * n]
+    }
+
+    /// The mask in force: the model's own, or the `--mask` that replaces it.
+    pub fn mask(&self) -> MaskKind {
+        self.options.mask.clone().unwrap_or(if self.config().causal {
+            MaskKind::Causal
+        } else {
+            MaskKind::None
+        })
+    }
+
+    /// The RoPE base in force, if RoPE is applied.
+    pub fn rope_base(&self) -> Option<f64> {
+        match self.config().pos {
+            PosKind::Rope { base, .. } if !self.options.no_pe => {
+                Some(self.options.rope_base.unwrap_or(base))
+            }
+            _ => None,
+        }
+    }
+
+    /// True when one block's full pipeline (every stage in f64) fits the app's limits.
+    pub fn block_fits(&self) -> bool {
+        let cells = (self.config().heads * self.n()) as u64 * self.n() as u64;
+        cells <= limits::MAX_PIPELINE_SCORE_CELLS
+    }
+
+    /// Block `layer`'s stages as an engine pipeline: the forward pass is run again to keep
+    /// that block's tensors, and the attention stages are recomputed from its q, k, v.
+    pub fn block_pipeline(&self, layer: usize) -> Result<Pipeline> {
+        let cfg = self.config();
+        let opts = ForwardOptions {
+            trace_layer: Some(layer),
+            keep_attention: false,
+            ..self.options.clone()
+        };
+        let out = forward(cfg, &self.model.weights, &self.ids, &opts)?;
+        let trace = out.layer_trace.ok_or_else(|| {
+            Error::Internal(format!("the forward pass kept no trace of layer {layer}"))
+        })?;
+        Pipeline::from_block(self.block_tensors(layer, &trace)?)
+    }
+
+    fn block_tensors(&self, layer: usize, t: &LayerTrace) -> Result<BlockTensors> {
+        let cfg = self.config();
+        let lw = &self.model.weights.layers[layer];
+        let n = self.n();
+        let get = |name: &str| {
+            t.get(name).ok_or_else(|| {
+                Error::Internal(format!("layer {layer}'s trace has no stage '{name}'"))
+            })
+        };
+        let m2 = |name: &str| -> Result<Array2<f64>> {
+            let s = get(name)?;
+            let cols = s.data.len() / n;
+            Ok(Array2::from_shape_fn((n, cols), |(i, j)| s.data[i * cols + j] as f64))
+        };
+        let style = match cfg.pos {
+            PosKind::Rope { style, .. } => Some(style),
+            PosKind::Learned => None,
+        };
+        // The engine's RoPE pairs dimensions (2i, 2i+1); rotate-half models pair (i, i+d/2).
+        // Reordering the head dimensions changes no dot product, so q.k, the weights and
+        // the outputs are the model's own.
+        let d = cfg.d_head;
+        let perm: Vec<usize> = match style {
+            Some(RopeStyle::Half) => (0..d).map(|c| if c % 2 == 0 { c / 2 } else { c / 2 + d / 2 }).collect(),
+            _ => (0..d).collect(),
+        };
+        let m3 = |name: &str, permute: bool| -> Result<Array3<f64>> {
+            let s = get(name)?;
+            let g = s.shape[0];
+            Ok(Array3::from_shape_fn((g, n, d), |(h, i, c)| {
+                let c = if permute { perm[c] } else { c };
+                s.data[(h * n + i) * d + c] as f64
+            }))
+        };
+        let lin = |l: &Linear, permute: bool| {
+            Array2::from_shape_fn((l.out_dim, l.in_dim), |(r, c)| {
+                let r = if permute { r / d * d + perm[r % d] } else { r };
+                l.w[r * l.in_dim + c] as f64
+            })
+        };
+        let bias = |l: &Linear, permute: bool| -> Vec<f64> {
+            match &l.b {
+                None => vec![0.0; l.out_dim],
+                Some(b) => (0..l.out_dim)
+                    .map(|r| {
+                        let r = if permute { r / d * d + perm[r % d] } else { r };
+                        b[r] as f64
+                    })
+                    .collect(),
+            }
+        };
+        let post = cfg.norm_place == NormPlace::Post;
+        let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        let input = m2("block_input")?;
+        let attn_residual = m2("attn_residual")?;
+        let (mlp_kind, pre_act, up, w_down) = match &lw.mlp {
+            Mlp::Gated { down, .. } => ("SwiGLU", m2("mlp_pre_act")?, Some(m2("mlp_up")?), down),
+            Mlp::Plain { down, .. } => ("GELU", m2("mlp_pre_act")?, None, down),
+        };
+        let has_bias = lw.wq.b.is_some() || lw.wk.b.is_some() || lw.wv.b.is_some();
+        Ok(BlockTensors {
+            model: self.model.name.clone(),
+            layer,
+            layers: cfg.layers,
+            tokens: self.pieces.clone(),
+            ids: self.ids.clone(),
+            norm: BlockNorm {
+                rms: cfg.norm == NormKind::Rms,
+                post,
+                eps: cfg.norm_eps,
+            },
+            attn_in: if post { input.clone() } else { m2("attn_norm")? },
+            input,
+            attn_norm_w: f64s(&lw.attn_norm.w),
+            attn_norm_b: lw.attn_norm.b.as_deref().map(f64s),
+            w_q: lin(&lw.wq, true),
+            w_k: lin(&lw.wk, true),
+            w_v: lin(&lw.wv, false),
+            b_qkv: has_bias.then(|| [bias(&lw.wq, true), bias(&lw.wk, true), bias(&lw.wv, false)]),
+            q: m3("q", true)?,
+            k: m3("k", true)?,
+            v: m3("v", false)?,
+            rope_base: self.rope_base(),
+            rope_note: (style == Some(RopeStyle::Half) && self.rope_base().is_some()).then(|| {
+                "head dimensions shown in the pairs RoPE rotates: (0, d/2), (1, d/2+1), ..".into()
+            }),
+            mask: self.mask(),
+            ablated: self
+                .options
+                .ablate
+                .iter()
+                .filter(|(l, _)| *l == layer)
+                .map(|(_, h)| *h)
+                .collect(),
+            attn_out: m2("attn_out")?,
+            w_o: lin(&lw.wo, false),
+            attn_residual_normed: if post { Some(m2("attn_norm")?) } else { None },
+            mlp_in: if post { m2("attn_norm")? } else { m2("mlp_norm")? },
+            attn_residual,
+            mlp_norm_w: f64s(&lw.mlp_norm.w),
+            mlp_norm_b: lw.mlp_norm.b.as_deref().map(f64s),
+            mlp: BlockMlp {
+                kind: mlp_kind,
+                pre_act,
+                up,
+                hidden: m2("mlp_hidden")?,
+                w_down: lin(w_down, false),
+                out: m2("mlp_out")?,
+            },
+            output: m2("block_output")?,
+        })
+    }
+
+    /// A short description for the header: "SmolLM2-135M-Instruct.Q4_1 (llama, 30 layers)".
+    pub fn describe(&self) -> String {
+        let c = self.config();
+        format!(
+            "{} ({}, {} layers, {} heads{})",
+            self.model.name,
+            c.arch.name(),
+            c.layers,
+            c.heads,
+            if c.kv_heads != c.heads {
+                format!(" / {} KV", c.kv_heads)
+            } else {
+                String::new()
+            }
+        )
+    }
+
+    /// Is this an encoder (no next-token predictions)?
+    pub fn is_encoder(&self) -> bool {
+        self.config().arch == Arch::Bert
+    }
+}

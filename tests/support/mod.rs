@@ -1,0 +1,33 @@
+//! Test support shared by the model tests: writers for tiny random models.
+//!
+//! - [`gguf`]: a small GGUF v3 writer and a tiny llama GGUF (F32 or Q8_0/Q4_1 tensors)
+//!   whose expected f32 values are computed from the block fields the writer chose;
+//! - [`hf`]: tiny Hugging Face folders (bert, gpt2, llama) written with safetensors'
+//!   own serializer, plus tokenizer.json files;
+//! - [`vocab`]: a tiny byte-level BPE vocabulary (~300 tokens) and a WordPiece one.
+
+#![allow(dead_code)]
+
+pub mod gguf;
+pub mod hf;
+pub mod vocab;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// `n` seeded random values in [-0.5, 0.5).
+pub fn random(seed: u64, n: usize) -> Vec<f32> {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| r.random_range(-0.5f32..0.5)).collect()
+}
+
+/// The attnviz binary, with model discovery pointed away from this machine's caches.
+pub fn attnviz() -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("attnviz").expect("binary");
+    c.env("HOME", "/nonexistent")
+        .env_remove("HF_HOME")
+        .env_remove("OLLAMA_MODELS")
+        .env_remove("ATTNVIZ_MODELS")
+        .env("ATTNVIZ_TEST_MODELS", "/nonexistent");
+    c
+}
