@@ -9,11 +9,11 @@ use crate::error::Result;
 use crate::tui::action::Action;
 use crate::tui::clock::{SystemClock, Ticker};
 use crate::tui::keymap;
+use crate::tui::measure::Driver;
 use crate::tui::render::draw;
 use crate::tui::state::State;
 use crate::tui::terminal::{self, TerminalGuard, io_error};
 use crate::tui::update::update;
-use crate::tui::views;
 
 /// How long to wait for input when nothing is animating (the screen still redraws
 /// after every event, so this only bounds idle wake-ups).
@@ -58,7 +58,7 @@ pub fn run(mut state: State) -> Result<()> {
     let mut ticker = Ticker::default();
     ticker.elapsed(&clock);
     // Starts and stops the scaling view's measuring thread; its reports come in as actions.
-    let mut measuring = views::scaling::Driver::default();
+    let mut measuring = Driver::default();
     while !state.quit {
         guard.terminal.draw(|f| draw(&state, f)).map_err(io_error)?;
         let next_change = state.next_change_in_ms();

@@ -45,8 +45,13 @@
 pub mod action;
 pub mod app;
 pub mod clock;
+pub mod component;
+pub mod context;
 pub mod frame_bench;
 pub mod keymap;
+pub mod keys;
+pub mod layout;
+pub mod measure;
 pub mod narration;
 pub mod render;
 pub mod script;
@@ -138,7 +143,11 @@ pub fn run(args: &TuiArgs) -> Result<()> {
         speed: 1.0,
         autoplay: false,
     };
-    run_script(scene.config.clone(), scene.script(args.lang), opts)
+    run_script(
+        scene.config.clone(),
+        script::lesson(&scene, args.lang),
+        opts,
+    )
 }
 
 /// Options of interactive playback (`attnviz play` without `--record`).

@@ -14,18 +14,18 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
 
-use super::View;
 use super::panel::{MAX_CELL, MatrixPanel};
 use crate::engine::config::{MaskKind, PeKind, ROPE_BASE};
 use crate::engine::mask::Mask;
 use crate::engine::pe;
 use crate::engine::pipeline::{Matrix, ModelConfig, Pipeline, StageId};
 use crate::engine::problem::{AttnSpec, ProblemShape};
-use crate::tui::ViewKind;
 use crate::tui::action::Action;
-use crate::tui::keymap::{Binding, Group, KeyPat, When};
-use crate::tui::render::Hit;
-use crate::tui::state::{State, StatusKind};
+use crate::tui::component::Hit;
+use crate::tui::component::View;
+use crate::tui::context::{Context, StatusKind};
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
 use crate::widgets::{ValueScale, text};
@@ -249,7 +249,7 @@ impl PositionLab {
 }
 
 /// (Re)build the lab if the lesson changed or an experiment setting did.
-fn ensure_lab(state: &mut State, seed: Option<u64>, shift: Option<usize>) {
+fn ensure_lab(state: &mut Context, seed: Option<u64>, shift: Option<usize>) {
     let Some(config) = state.model().cloned() else {
         return;
     };
@@ -270,7 +270,7 @@ fn ensure_lab(state: &mut State, seed: Option<u64>, shift: Option<usize>) {
     }
 }
 
-fn verdict(state: &State, diff: f64, want_same: bool) -> (String, Style) {
+fn verdict(state: &Context, diff: f64, want_same: bool) -> (String, Style) {
     let same = diff < SAME;
     let (ok, bad) = if state.glyphs.ascii {
         ("ok", "no")
@@ -314,7 +314,7 @@ fn row_preview(m: Option<&Array2<f64>>, row: usize, k: usize) -> String {
 }
 
 /// The arrow closest to an angle, for the rotation panel.
-fn angle_glyph(state: &State, theta: f64) -> &'static str {
+fn angle_glyph(state: &Context, theta: f64) -> &'static str {
     const UNI: [&str; 8] = ["→", "↗", "↑", "↖", "←", "↙", "↓", "↘"];
     const ASC: [&str; 8] = ["-", "/", "|", "\\", "-", "/", "|", "\\"];
     let k = ((theta.rem_euclid(std::f64::consts::TAU)) / (std::f64::consts::TAU / 8.0)).round()
@@ -323,7 +323,7 @@ fn angle_glyph(state: &State, theta: f64) -> &'static str {
     if state.glyphs.ascii { ASC[k] } else { UNI[k] }
 }
 
-fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
+fn render_rope(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
     let mut w = LineWriter::new(area, buf);
@@ -380,7 +380,7 @@ fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     );
 }
 
-fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
+fn render_alibi(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let i = state.cursor.0;
     let n = lab.config.tokens.len();
     let heads = lab.alibi_slopes.len();
@@ -412,7 +412,7 @@ fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) 
     .render(state, area, buf);
 }
 
-fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
+fn render_experiments(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let mut w = LineWriter::new(area, buf);
     let n = lab.config.tokens.len();
@@ -528,11 +528,14 @@ impl View for PositionView {
         ViewKind::Position
     }
 
-    fn bindings(&self) -> &'static [Binding] {
+    fn commands(&self) -> &'static [Binding] {
         KEYS
     }
 
-    fn command(&self, state: &mut State, id: u8) {
+    fn update(&self, state: &mut Context, action: Action) {
+        let Action::ViewCommand(id) = action else {
+            return;
+        };
         let Some(lab) = state.views.get::<PositionLab>(ViewKind::Position) else {
             return;
         };
@@ -550,16 +553,16 @@ impl View for PositionView {
         }
     }
 
-    fn refresh(&self, state: &mut State) {
+    fn refresh(&self, state: &mut Context) {
         ensure_lab(state, None, None);
     }
 
-    fn grid(&self, state: &State) -> (usize, usize) {
+    fn grid(&self, state: &Context) -> (usize, usize) {
         let n = state.pipeline.shape.n_k;
         (state.pipeline.shape.n_q, n)
     }
 
-    fn subtitle(&self, state: &State) -> String {
+    fn subtitle(&self, state: &Context) -> String {
         let narrow = state.screen.0 < TWO_PAGES_BELOW;
         match state.views.get::<PositionLab>(ViewKind::Position) {
             Some(lab) if narrow && lab.page == 0 => {
@@ -573,7 +576,7 @@ impl View for PositionView {
         }
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let Some(lab) = state.views.get::<PositionLab>(ViewKind::Position) else {
             let msg = if state.source.is_model() {
                 "the experiments could not be built (see the status line)"
@@ -617,7 +620,7 @@ impl View for PositionView {
         }
     }
 
-    fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
+    fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let lab = state.views.get::<PositionLab>(ViewKind::Position)?;
         let sin_area = areas(lab, area).sinusoidal;
         if sin_area.is_empty() {
