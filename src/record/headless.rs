@@ -15,7 +15,6 @@ use crate::scene::Scene;
 use crate::scene::validate::MAX_DURATION_MS;
 use crate::tui::{Action, AppOptions, State, draw, update};
 
-
 /// How a scene is played headless.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadlessOptions {
