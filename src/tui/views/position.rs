@@ -16,6 +16,7 @@ use ratatui::text::Span;
 
 use super::panel::{MAX_CELL, MatrixPanel};
 use crate::engine::config::{MaskKind, PeKind, ROPE_BASE};
+use crate::engine::limits;
 use crate::engine::mask::Mask;
 use crate::engine::pe;
 use crate::engine::pipeline::{Matrix, ModelConfig, Pipeline, StageId};
@@ -38,6 +39,7 @@ const FILLER: &str = "<pad>";
 const SAME: f64 = 1e-9;
 const DEFAULT_SHIFT: usize = 3;
 const MAX_SHIFT: usize = 64;
+const _: () = assert!(MAX_SHIFT < limits::MAX_MODEL_TOKENS);
 
 const CMD_SHUFFLE: u8 = 0;
 const CMD_SHIFT_UP: u8 = 1;
@@ -105,6 +107,10 @@ pub struct PositionLab {
     pub perm: Vec<usize>,
     pub shuffle_seed: u64,
     pub shift: usize,
+    /// Tokens of the sentence in the shifted run: all of them, or as many as fit beside
+    /// the filler within the lesson limit (scores of a pair do not depend on the other
+    /// tokens, so the first ones compare the same).
+    pub shift_compared: usize,
     /// No PE, tokens shuffled: outputs compared row by row through the permutation.
     pub shuffle_nope: Comparison,
     /// The same with sinusoidal PE (it should differ).
@@ -161,8 +167,9 @@ impl PositionLab {
         };
         let perm = permutation(n, shuffle_seed);
         let shuffled: Vec<String> = perm.iter().map(|&i| config.tokens[i].clone()).collect();
+        let compared = n.min(limits::MAX_MODEL_TOKENS.saturating_sub(shift)).max(1);
         let mut shifted = vec![FILLER.to_string(); shift];
-        shifted.extend(config.tokens.iter().cloned());
+        shifted.extend(config.tokens.iter().take(compared).cloned());
 
         let shuffle = |pe: PeKind| -> crate::Result<Comparison> {
             let base = Pipeline::build(&with_pe(pe))?;
@@ -200,8 +207,8 @@ impl PositionLab {
             let mut max_diff: f64 = 0.0;
             for h in 0..config.heads {
                 if let (Some(s), Some(s2)) = (scores(&base, h), scores(&changed, h)) {
-                    for i in 0..n {
-                        for j in 0..n {
+                    for i in 0..compared {
+                        for j in 0..compared {
                             max_diff = max_diff.max((s[[i, j]] - s2[[i + shift, j + shift]]).abs());
                         }
                     }
@@ -237,6 +244,7 @@ impl PositionLab {
             perm: perm.clone(),
             shuffle_seed,
             shift,
+            shift_compared: compared,
             shuffle_nope: shuffle(PeKind::None)?,
             shuffle_sin: shuffle(PeKind::Sinusoidal)?,
             shift_rope: shift_cmp(PeKind::Rope { base: rope_base })?,
@@ -442,14 +450,22 @@ fn render_experiments(state: &Context, lab: &PositionLab, area: Rect, buf: &mut 
     let (s, st) = verdict(state, lab.shuffle_sin.max_diff, false);
     w.text(&format!("   sinusoidal: {s}"), st);
     w.line(vec![]);
+    let first = if lab.shift_compared < n {
+        format!(
+            "; the first {} tokens, to stay within the limit",
+            lab.shift_compared
+        )
+    } else {
+        String::new()
+    };
     w.text(
         &format!(
-            "2. shift positions by {} ({} {FILLER} in front)",
+            "2. shift positions by {} ({} {FILLER} in front{first})",
             lab.shift, lab.shift
         ),
         t.panel_title,
     );
-    if i < n && j < n {
+    if i < lab.shift_compared && j < lab.shift_compared {
         let head = state.head;
         let s0 = scores(&lab.shift_rope.base, head).map(|s| s[[i, j]]);
         let s1 = scores(&lab.shift_rope.changed, head).map(|s| s[[i + lab.shift, j + lab.shift]]);
