@@ -197,7 +197,13 @@ fn reports_fill_the_outcomes_and_the_progress_bar() {
     );
     let l = the_lab(&s);
     assert_eq!(l.phase, Phase::Finished { cancelled: false });
-    assert!(s.status.as_ref().unwrap().text.contains("done: 3 runs"));
+    assert!(
+        s.status
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("3 measured, 1 failed")
+    );
     assert!(render(&mut s, 120, 40).contains("flash n = 512 failed: out of memory"));
 }
 

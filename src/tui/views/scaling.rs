@@ -263,15 +263,10 @@ pub fn receive(state: &mut Context, progress: Progress) {
                 }
             }
             lab.phase = Phase::Finished { cancelled };
-            let measured = lab
-                .outcomes
-                .iter()
-                .filter(|o| matches!(o, Outcome::Measured(_)))
-                .count();
             let text = if cancelled {
-                format!("measurement cancelled after {measured} runs")
+                format!("measurement cancelled: {}", tally(lab))
             } else {
-                format!("measurement done: {measured} runs")
+                format!("measurement done: {}", tally(lab))
             };
             state.set_status(StatusKind::Info, text);
         }
@@ -395,6 +390,26 @@ fn progress_bar(state: &Context, fraction: f64, width: usize) -> String {
     format!("{s}{}", empty.repeat(pad))
 }
 
+/// The runs of a sweep, counted one way for the status line and the progress line:
+/// "20/20 runs (16 measured, 4 skipped)".
+fn tally(lab: &ScalingLab) -> String {
+    let count = |f: fn(&Outcome) -> bool| lab.outcomes.iter().filter(|o| f(o)).count();
+    let done = count(Outcome::is_done);
+    let mut parts = vec![format!(
+        "{} measured",
+        count(|o| matches!(o, Outcome::Measured(_)))
+    )];
+    let skipped = count(|o| matches!(o, Outcome::Skipped(_)));
+    if skipped > 0 {
+        parts.push(format!("{skipped} skipped"));
+    }
+    let failed = count(|o| matches!(o, Outcome::Failed(_)));
+    if failed > 0 {
+        parts.push(format!("{failed} failed"));
+    }
+    format!("{done}/{} runs ({})", lab.jobs.len(), parts.join(", "))
+}
+
 fn render_lab(state: &Context, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let mut w = LineWriter::new(area, buf);
@@ -445,7 +460,7 @@ fn render_lab(state: &Context, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
             };
             w.line(vec![
                 bar(lab.fraction()),
-                Span::styled(format!("  {what}: {done}/{total} runs"), style),
+                Span::styled(format!("  {what}: {}", tally(lab)), style),
                 Span::styled("  Enter measures again", t.dim),
             ]);
         }
