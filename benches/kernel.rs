@@ -110,6 +110,7 @@ fn naive_path(c: &mut Criterion) {
                     view(&inp.v, n),
                     &sp,
                 )
+                .expect("bench inputs are in range")
                 .out,
             )
         })

@@ -81,8 +81,8 @@ impl Staged {
         tmp_name.push(name);
         tmp_name.push(format!(".attnviz-{}.tmp", std::process::id()));
         let tmp = target.with_file_name(tmp_name);
-        let file = File::create(&tmp)
-            .map_err(|e| Error::file(target, format!("cannot create the file: {e}")))?;
+        let file =
+            File::create(&tmp).map_err(|e| Error::file(target, format!("cannot write: {e}")))?;
         Ok(Staged {
             target: target.to_path_buf(),
             tmp,

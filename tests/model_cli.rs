@@ -226,3 +226,43 @@ fn bad_hf_folders_exit_2_naming_file_and_tensor() {
     std::fs::create_dir(&p).unwrap();
     refused(&p, &["no config.json"]);
 }
+
+#[test]
+fn models_finds_the_hugging_face_cache_and_ollama_blobs_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    // HF cache: hub/models--org--name/snapshots/<rev>/ with refs/main naming the revision.
+    let repo = dir.path().join("hf/hub/models--tinyorg--tiny-bert");
+    hf::bert(true).write(&repo.join("snapshots/abc123"), 1);
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "abc123").unwrap();
+    // ollama: manifests/<registry>/library/<model>/<tag> -> blobs/sha256-<hex>.
+    let ol = dir.path().join("ollama");
+    let manifest = ol.join("manifests/registry.ollama.ai/library/tinyllama");
+    std::fs::create_dir_all(&manifest).unwrap();
+    std::fs::create_dir_all(ol.join("blobs")).unwrap();
+    tiny_llama(Tiny::new(), Quant::F32).write(&ol.join("blobs/sha256-0123abcd"));
+    let m = serde_json::json!({"layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:0123abcd"}]});
+    std::fs::write(manifest.join("latest"), m.to_string()).unwrap();
+    let run = |args: &[&str]| {
+        attnviz()
+            .env("HF_HOME", dir.path().join("hf"))
+            .env("OLLAMA_MODELS", &ol)
+            .args(args)
+            .assert()
+            .success()
+    };
+    let out = run(&["models", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tinyorg/tiny-bert", "tinyllama:latest"]);
+    run(&["model", "info", "tinyorg/tiny-bert"])
+        .stdout(predicates::str::contains("arch        bert"));
+    run(&["model", "info", "tinyllama:latest"])
+        .stdout(predicates::str::contains("arch        llama"));
+}

@@ -350,3 +350,63 @@ fn hf_llama_bf16_sharded_loads_untied_with_half_rope() {
     let stored: usize = f.tensors.values().map(|t| t.values.len()).sum();
     assert_eq!(m.params(), stored as u64);
 }
+
+#[test]
+fn gguf_sentencepiece_tokenizer_merges_by_score_with_byte_fallback() {
+    use support::gguf::{Meta, s};
+    let mut tokens: Vec<String> = ["<unk>", "<s>", "</s>"].map(String::from).to_vec();
+    let mut types = vec![2, 3, 3];
+    for b in 0..256 {
+        tokens.push(format!("<0x{b:02X}>"));
+        types.push(6);
+    }
+    let normal = [
+        ("▁", -100.0),
+        ("t", -100.0),
+        ("h", -100.0),
+        ("e", -100.0),
+        ("c", -100.0),
+        ("a", -100.0),
+        ("▁the", -1.0),
+        ("▁cat", -1.5),
+        ("▁t", -2.0),
+        ("he", -3.0),
+        ("at", -4.0),
+        ("▁c", -5.0),
+        ("th", -6.0),
+    ];
+    let mut scores = vec![0f32; tokens.len()];
+    for (t, sc) in normal {
+        tokens.push(t.to_string());
+        types.push(1);
+        scores.push(sc);
+    }
+    let id = |t: &str| tokens.iter().position(|x| x == t).unwrap() as u32;
+    let (the, cat, t_, h) = (id("▁the"), id("▁cat"), id("▁t"), id("h"));
+    let mut g = tiny_llama(Tiny::new(), Quant::F32);
+    g.set("tokenizer.ggml.model", s("llama"));
+    g.remove("tokenizer.ggml.pre");
+    g.remove("tokenizer.ggml.merges");
+    g.remove("tokenizer.ggml.add_bos_token");
+    g.set("tokenizer.ggml.tokens", Meta::Strs(tokens.clone()));
+    g.set("tokenizer.ggml.token_type", Meta::I32s(types));
+    g.set("tokenizer.ggml.scores", Meta::F32s(scores));
+    g.set("tokenizer.ggml.unknown_token_id", Meta::U32(0));
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("spm.gguf");
+    g.write(&p);
+    let m = model::load(p.to_str().unwrap()).unwrap();
+    let tok = &m.tokenizer;
+    assert_eq!(tok.kind(), "sentencepiece");
+    // BOS added by default; the highest-scoring merges win.
+    assert_eq!(tok.encode("the cat").unwrap(), [1, the, cat]);
+    assert_eq!(tok.decode(&[1, the, cat]), "<s> the cat");
+    // é is not in the vocabulary: its UTF-8 bytes.
+    let ids = tok.encode("thé").unwrap();
+    assert_eq!(ids, [1, t_, h, 3 + 0xC3, 3 + 0xA9]);
+    let pieces: Vec<String> = ids.iter().map(|&i| tok.piece(i)).collect();
+    assert_eq!(pieces, ["<s>", " t", "h", "<0xC3>", "<0xA9>"]);
+    assert_eq!(tok.piece(3 + b'A' as u32), "A");
+    assert_eq!(tok.decode(&ids[1..]), "thé");
+    assert!(tok.is_special(0) && tok.is_special(1) && tok.is_special(2));
+}

@@ -483,7 +483,7 @@ fn a_step_that_does_not_fit_is_applied_in_part_and_said_so() {
     assert_eq!(s.view, ViewKind::Pipeline);
     let n = s.pipeline.shape.n_k;
     assert_eq!(s.cursor, (n - 1, n - 1), "clamped into the matrix");
-    let st = s.status.expect("a warning");
+    let st = s.ctx.status.expect("a warning");
     assert!(st.text.contains("head index 7"), "{}", st.text);
 }
 

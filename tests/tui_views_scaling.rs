@@ -10,7 +10,8 @@ use attnviz::cli::Lang;
 use attnviz::engine::pipeline::ModelConfig;
 use attnviz::engine::scaling::heap::CountingAlloc;
 use attnviz::engine::scaling::{Job, KernelKind, Plan, Progress, Sample, Skip};
-use attnviz::tui::views::scaling::{Driver, Outcome, Phase, Request, ScalingLab, lab};
+use attnviz::tui::measure::Driver;
+use attnviz::tui::views::scaling::{Outcome, Phase, Request, ScalingLab, lab};
 use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, update};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -196,7 +197,13 @@ fn reports_fill_the_outcomes_and_the_progress_bar() {
     );
     let l = the_lab(&s);
     assert_eq!(l.phase, Phase::Finished { cancelled: false });
-    assert!(s.status.as_ref().unwrap().text.contains("done: 3 runs"));
+    assert!(
+        s.status
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("3 measured, 1 failed")
+    );
     assert!(render(&mut s, 120, 40).contains("flash n = 512 failed: out of memory"));
 }
 

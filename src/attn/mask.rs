@@ -8,7 +8,9 @@
 
 use std::ops::Range;
 
-use ndarray::{Array2, Array4, ArrayD, Ix4};
+use std::sync::Arc;
+
+use ndarray::{Array2, Array3, Array4, ArrayD, Axis, Ix4};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -24,9 +26,9 @@ pub const BIGBIRD_SEED: u64 = 0xB16B_12D5;
 pub enum TileClass {
     /// Every (query, key) pair is masked: the tile need not be computed at all.
     Empty,
-    /// No pair is masked and no bias applies.
+    /// No pair is masked and no (shifted) bias applies.
     Full,
-    /// Some pairs masked or biased: apply [`Mask::bias`] element by element.
+    /// Some pairs masked or biased: apply [`Mask::shifted_bias`] element by element.
     Partial,
 }
 
@@ -41,8 +43,15 @@ enum Rule {
         block: usize,
         allowed: Array2<bool>,
     },
-    /// [Bm, Hm, Nq, Nk], Bm in {1, B}, Hm in {1, H}; values 0 or -inf or any bias.
-    Additive(Array4<f64>),
+    /// [Bm, Hm, Nq, Nk], Bm in {1, B}, Hm in {1, H}; values 0 or -inf or any bias; and
+    /// per row [Bm, Hm, Nq] its largest finite bias (0 for a row with none), the shift
+    /// the paths subtract (see [`Mask::row_shift`]). Shared, so a clone is cheap.
+    Additive {
+        biases: Arc<Array4<f64>>,
+        shifts: Arc<Array3<f64>>,
+        /// The largest |shift|.
+        max_shift: f64,
+    },
 }
 
 /// A mask resolved for one problem shape.
@@ -93,7 +102,20 @@ impl Mask {
             MaskKind::BigBird(bb) => bigbird_rule(bb, n_q, n_k),
             MaskKind::File(path) => {
                 let data = crate::attn::npy::read_f64(path)?;
-                Rule::Additive(file_mask(path, data, batch, heads, n_q, n_k)?)
+                let biases = file_mask(path, data, batch, heads, n_q, n_k)?;
+                let shifts = biases.map_axis(Axis(3), |row| {
+                    row.iter()
+                        .copied()
+                        .filter(|b| b.is_finite())
+                        .fold(None, |m: Option<f64>, b| Some(m.map_or(b, |m| m.max(b))))
+                        .unwrap_or(0.0)
+                });
+                let max_shift = shifts.iter().fold(0.0, |m: f64, s| m.max(s.abs()));
+                Rule::Additive {
+                    biases: Arc::new(biases),
+                    shifts: Arc::new(shifts),
+                    max_shift,
+                }
             }
         };
         Ok(Mask {
@@ -142,13 +164,48 @@ impl Mask {
             Rule::Window(w) => j_ <= p && j_ > p - *w as isize,
             Rule::Padding(lens) => j < lens[b],
             Rule::Blocks { block, allowed } => p >= 0 && allowed[[p as usize / block, j / block]],
-            Rule::Additive(a) => {
+            Rule::Additive { biases: a, .. } => {
                 let bb = if a.dim().0 == 1 { 0 } else { b };
                 let hh = if a.dim().1 == 1 { 0 } else { h };
                 return a[[bb, hh, i, j]];
             }
         };
         if seen { 0.0 } else { f64::NEG_INFINITY }
+    }
+
+    /// The constant every path subtracts from the biases of row `i` before the softmax
+    /// and adds back to its log-sum-exp: the row's largest finite bias, for a file mask
+    /// (0 for every other mask, and for a row with no finite bias). The softmax of a row
+    /// is the same after any constant shift, and after this one every bias is in
+    /// [-inf, 0]: a row whose biases are all huge (e.g. -3e38, the float32 minimum that
+    /// PyTorch masks with) keeps its real distribution instead of overflowing to a row
+    /// that looks fully masked.
+    pub fn row_shift(&self, b: usize, h: usize, i: usize) -> f64 {
+        match &self.rule {
+            Rule::Additive { shifts, .. } => {
+                let bb = if shifts.dim().0 == 1 { 0 } else { b };
+                let hh = if shifts.dim().1 == 1 { 0 } else { h };
+                shifts[[bb, hh, i]]
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// [`Mask::bias`] minus [`Mask::row_shift`]: what the paths add to a score. In
+    /// [-inf, 0] for a file mask.
+    pub fn shifted_bias(&self, b: usize, h: usize, i: usize, j: usize) -> f64 {
+        match &self.rule {
+            Rule::Additive { .. } => self.bias(b, h, i, j) - self.row_shift(b, h, i),
+            _ => self.bias(b, h, i, j),
+        }
+    }
+
+    /// The largest |row shift| of any row: what the shifts add to a log-sum-exp.
+    pub fn max_row_shift(&self) -> f64 {
+        match &self.rule {
+            Rule::Additive { max_shift, .. } => *max_shift,
+            _ => 0.0,
+        }
     }
 
     /// The keys that row `i` of batch entry `b` sees, as one range, for the masks that are
@@ -163,7 +220,7 @@ impl Mask {
             Rule::Causal => Some(0..clamp(p + 1)),
             Rule::Window(w) => Some(clamp(p + 1 - *w as isize)..clamp(p + 1)),
             Rule::Padding(lens) => Some(0..lens[b]),
-            Rule::Blocks { .. } | Rule::Additive(_) => None,
+            Rule::Blocks { .. } | Rule::Additive { .. } => None,
         }
     }
 
@@ -234,15 +291,16 @@ impl Mask {
                     (true, false) => TileClass::Partial,
                 }
             }
-            Rule::Additive(_) => self.scan_tile(b, h, rows, cols),
+            Rule::Additive { .. } => self.scan_tile(b, h, rows, cols),
         }
     }
 
+    /// The class of a tile from its elements' shifted biases (what the paths add).
     fn scan_tile(&self, b: usize, h: usize, rows: Range<usize>, cols: Range<usize>) -> TileClass {
         let (mut any_seen, mut all_plain) = (false, true);
         for i in rows {
             for j in cols.clone() {
-                let v = self.bias(b, h, i, j);
+                let v = self.shifted_bias(b, h, i, j);
                 any_seen |= v != f64::NEG_INFINITY;
                 all_plain &= v == 0.0;
             }

@@ -6,6 +6,7 @@
 //! - [`mask`]: what each mask means, for every path;
 //! - [`problem`]: shapes and options (mask, ALiBi, scale) of one computation;
 //! - [`alibi`]: ALiBi's slopes;
+//! - [`range`]: the range of numbers each path holds, checked before it runs;
 //! - [`npy`]: tensors in and out (a `file:` mask is one);
 //! - [`limits`]: the documented size limits.
 //!
@@ -17,3 +18,4 @@ pub mod limits;
 pub mod mask;
 pub mod npy;
 pub mod problem;
+pub mod range;

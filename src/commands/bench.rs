@@ -365,13 +365,18 @@ fn measure(
             let pool = bench_pool(threads)?;
             let call = || {
                 pool.install(|| {
-                    heads.par_iter().for_each(|h| {
-                        let o =
-                            naive::attention(&h.shape, h.q.view(), h.k.view(), h.v.view(), &h.spec);
+                    heads.par_iter().try_for_each(|h| {
+                        let o = naive::attention(
+                            &h.shape,
+                            h.q.view(),
+                            h.k.view(),
+                            h.v.view(),
+                            &h.spec,
+                        )?;
                         std::hint::black_box(o.out.len());
+                        Ok(())
                     })
-                });
-                Ok(())
+                })
             };
             (time_calls(plan.reps, call)?, "matrixmultiply".to_string())
         }

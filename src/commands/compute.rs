@@ -8,13 +8,14 @@
 
 use ndarray::{Array4, ArrayView4, Axis};
 
+use crate::attn::range::PathKind;
 use crate::cli::{ComputeArgs, KernelChoice};
 use crate::engine::config::MaskKind;
 use crate::engine::limits;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::engine::tensors::{self, Qkv};
-use crate::engine::{naive, pe, reference};
+use crate::engine::{fit_f32, naive, pe, reference};
 use crate::error::{Error, Result};
 use crate::kernel;
 use crate::output::{self, OutFile};
@@ -161,7 +162,9 @@ fn check_outputs(args: &ComputeArgs) -> Result<()> {
     Ok(())
 }
 
-/// O [B,H,Nq,dv] and lse [B,H,Nq] by `kernel`, as f64.
+/// O [B,H,Nq,dv] and lse [B,H,Nq] by `kernel`, as f64. Every path first checks that
+/// the numbers of this problem fit it (`attn::range`): the f32 paths take f64 inputs
+/// through [`fit_f32::fit`], exactly, and refuse scores that would overflow f32.
 pub fn attend(
     kernel: Kernel,
     shape: &ProblemShape,
@@ -171,33 +174,58 @@ pub fn attend(
     spec: &AttnSpec,
     threads: Option<usize>,
 ) -> Result<(Array4<f64>, ndarray::Array3<f64>)> {
-    let result = match kernel {
+    match kernel {
         Kernel::Reference => {
+            fit_f32::check_reference(shape, q, k, v, spec)?;
             let o = reference::attention(shape, q, k, v, spec);
-            (o.out, o.lse)
+            Ok((o.out, o.lse))
         }
         Kernel::Naive => {
-            let f = |a: ArrayView4<f64>| a.mapv(|x| x as f32);
-            let (q, k, v) = (f(q), f(k), f(v));
-            let o = naive::attention(shape, q.view(), k.view(), v.view(), spec);
-            (o.out.mapv(f64::from), o.lse.mapv(f64::from))
+            let p = fit_f32::fit(PathKind::Naive, shape, q, k, v, spec)?;
+            let o = naive::attention(shape, p.q.view(), p.k.view(), p.v.view(), &p.spec)?;
+            Ok((o.out.mapv(|x| p.output(x)), o.lse.mapv(f64::from)))
         }
         Kernel::Flash => {
-            let f = |a: ArrayView4<f64>| a.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let p = fit_f32::fit(PathKind::Flash, shape, q, k, v, spec)?;
+            let flat = |a: &Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
             let opts = kernel::KernelOptions {
                 threads,
                 ..Default::default()
             };
-            let o = kernel::attention(shape, &f(q), &f(k), &f(v), spec, &opts)?;
+            let o =
+                kernel::attention(shape, &flat(&p.q), &flat(&p.k), &flat(&p.v), &p.spec, &opts)?;
             let dims = (shape.batch, shape.heads, shape.n_q);
             let out = Array4::from_shape_vec((dims.0, dims.1, dims.2, shape.dv), o.out)
                 .map_err(|e| Error::Internal(format!("kernel output shape: {e}")))?;
             let lse = ndarray::Array3::from_shape_vec(dims, o.lse)
                 .map_err(|e| Error::Internal(format!("kernel lse shape: {e}")))?;
-            return Ok((out.mapv(f64::from), lse.mapv(f64::from)));
+            Ok((out.mapv(|x| p.output(x)), lse.mapv(f64::from)))
         }
+    }
+}
+
+/// `auto`'s path for these numbers: the f32 path it chose by size if the numbers fit f32
+/// (see `attn::range`), else the f64 reference path when that is within its size limit,
+/// so that `auto` gives the right answer for any finite input it can.
+fn auto_for_range(
+    kernel: Kernel,
+    shape: &ProblemShape,
+    q: ArrayView4<f64>,
+    k: ArrayView4<f64>,
+    v: ArrayView4<f64>,
+    spec: &AttnSpec,
+) -> Kernel {
+    let path = match kernel {
+        Kernel::Reference => return kernel,
+        Kernel::Naive => PathKind::Naive,
+        Kernel::Flash => PathKind::Flash,
     };
-    Ok(result)
+    let fits = fit_f32::fit(path, shape, q, k, v, spec).is_ok();
+    if fits || check_size(Kernel::Reference, shape).is_err() {
+        kernel
+    } else {
+        Kernel::Reference
+    }
 }
 
 pub fn run(args: &ComputeArgs) -> Result<()> {
@@ -221,6 +249,18 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
     if let Some(base) = args.rope {
         apply_rope(&mut q.data, &mut k.data, base);
     }
+    let kernel = if args.kernel == KernelChoice::Auto {
+        auto_for_range(
+            kernel,
+            &shape,
+            q.data.view(),
+            k.data.view(),
+            v.data.view(),
+            &spec,
+        )
+    } else {
+        kernel
+    };
     let (out, lse) = attend(
         kernel,
         &shape,

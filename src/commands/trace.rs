@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ndarray::Array2;
+use ndarray::{Array2, Dimension};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -121,6 +121,17 @@ fn read_head(path: &Path, name: &str) -> Result<Array2<f32>> {
         return Err(Error::file(
             path,
             format!("{name} holds NaN or infinite values"),
+        ));
+    }
+    // The trace shows the kernel's own f32 state, so its inputs must be f32 numbers.
+    if let Some((index, x)) = a.indexed_iter().find(|(_, x)| !(**x as f32).is_finite()) {
+        return Err(Error::file(
+            path,
+            format!(
+                "{name} holds {x:e} at index {:?}, beyond the float32 range (±{:e}) the kernel traces in; scale the tensor into that range",
+                index.slice(),
+                f32::MAX
+            ),
         ));
     }
     let a = a

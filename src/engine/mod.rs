@@ -7,6 +7,7 @@
 //! - [`embed`]: seeded embeddings and weights, the same on every platform;
 //! - [`limits`]: the documented size limits;
 //! - [`naive`]: the f32 path that materialises the score matrix;
+//! - [`fit_f32`]: f64 tensors brought exactly into the f32 paths' range;
 //! - [`reference`]: the f64 truth on tensors;
 //! - [`pipeline`]: tokens to output, every stage named and inspectable;
 //! - [`npy`]: tensors in and out;
@@ -20,6 +21,7 @@
 //! engine and the kernel alike, and are re-exported here under their old paths.
 
 pub mod embed;
+pub mod fit_f32;
 pub mod flash;
 pub mod gqa;
 pub mod kv_cache;

@@ -12,7 +12,11 @@ pub struct AttnOutput {
     pub lse: Array3<f64>,
 }
 
-/// softmax(scale * Q K^T + ALiBi + mask) V, row by row, max-subtracted.
+/// softmax(scale * Q K^T + ALiBi + mask) V, row by row, max-subtracted. A file mask's
+/// biases are shifted per row by [`Mask::row_shift`](crate::attn::mask::Mask::row_shift)
+/// (added back to the log-sum-exp), so that no finite bias overflows. The inputs must
+/// pass [`crate::attn::range::check`] for [`PathKind::Reference`](crate::attn::range::PathKind)
+/// (compute checks them); within those bounds nothing overflows.
 pub fn attention(
     shape: &ProblemShape,
     q: ArrayView4<f64>,
@@ -28,7 +32,7 @@ pub fn attention(
             let g = shape.kv_head_for(h);
             for i in 0..shape.n_q {
                 for (j, s) in scores.iter_mut().enumerate() {
-                    let bias = spec.mask.bias(b, h, i, j);
+                    let bias = spec.mask.shifted_bias(b, h, i, j);
                     *s = if bias == f64::NEG_INFINITY {
                         f64::NEG_INFINITY
                     } else {
@@ -56,7 +60,7 @@ pub fn attention(
                 for c in 0..shape.dv {
                     out[[b, h, i, c]] /= l;
                 }
-                lse[[b, h, i]] = m + l.ln();
+                lse[[b, h, i]] = m + l.ln() + spec.mask.row_shift(b, h, i);
             }
         }
     }

@@ -325,7 +325,7 @@ fn naive_once(x: &Inputs) -> Result<()> {
         view(&x.k, x.n, x.d)?,
         view(x.v.as_slice(), x.n, x.d)?,
         &spec,
-    );
+    )?;
     std::hint::black_box(&out);
     Ok(())
 }

@@ -19,6 +19,7 @@ use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::attn::problem::{AttnSpec, ProblemShape};
+use crate::attn::range::{self, Magnitudes, PathKind};
 use crate::error::{Error, Result};
 
 mod buf;
@@ -247,7 +248,10 @@ fn check_problem(s: &ProblemShape, q: &[f32], k: &[f32], v: &[f32], spec: &AttnS
             s.heads
         )));
     }
-    Ok(())
+    // Every intermediate value must stay finite in f32 (see attn::range); an input that
+    // would overflow is refused here, naming the limit, rather than giving NaN or zeros.
+    let m = Magnitudes::of_f32(q, k, v, s.d, s.dv)?;
+    range::check(PathKind::Flash, s, &m, spec)
 }
 
 /// V as the P V micro-kernel reads it: rows aligned to the vector width and a row length

@@ -17,8 +17,6 @@ use super::exp::exp2;
 use super::micro::{self, PV_ROWS, PvArgs, ScoreArgs};
 use crate::attn::mask::{Mask, TileClass};
 
-pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
-
 /// Rows of the padded block for `rows` query rows on a tier with `lanes` lanes: whole
 /// vectors, and whole P V register blocks.
 pub(crate) fn padded_rows(rows: usize, lanes: usize) -> usize {
@@ -94,6 +92,9 @@ pub struct BlockState {
     pub(crate) band_hi: AlignedBuf,
     /// The union of the rows' bands: keys outside it are masked for the whole block.
     pub(crate) band: Range<usize>,
+    /// Per row, the mask's row shift (a file mask's largest finite bias, subtracted from
+    /// the row's biases and added back to m and lse); empty when every shift is 0.
+    pub(crate) shift: Vec<f64>,
     pub(crate) m: AlignedBuf,
     pub(crate) l: AlignedBuf,
     pub(crate) alpha: AlignedBuf,
@@ -115,6 +116,13 @@ pub struct BlockView<'a> {
     skipped: bool,
 }
 
+impl BlockState {
+    /// The row shift of block row `r` (0 unless a file mask shifts it).
+    fn shift_of(&self, r: usize) -> f64 {
+        self.shift.get(r).copied().unwrap_or(0.0)
+    }
+}
+
 impl BlockView<'_> {
     /// Absolute query rows of the block.
     pub fn rows(&self) -> Range<usize> {
@@ -124,7 +132,7 @@ impl BlockView<'_> {
     /// Running max of row `r` (relative to the block) of the scaled, biased scores seen
     /// so far; -inf while the row has seen no unmasked key.
     pub fn m(&self, r: usize) -> f64 {
-        self.state.m.as_slice()[r] as f64 * std::f64::consts::LN_2
+        self.state.m.as_slice()[r] as f64 * std::f64::consts::LN_2 + self.state.shift_of(r)
     }
 
     /// Running sum of exp(score - m).
@@ -173,6 +181,8 @@ pub struct ScoresView<'a> {
     computed: Range<usize>,
     st: &'a [f32],
     ld: usize,
+    /// Per row, the row shift to add back (empty if none).
+    shift: &'a [f64],
 }
 
 impl ScoresView<'_> {
@@ -190,6 +200,7 @@ impl ScoresView<'_> {
     pub fn s(&self, r: usize, j: usize) -> f64 {
         if self.computed.contains(&j) {
             self.st[(j - self.computed.start) * self.ld + r] as f64 * std::f64::consts::LN_2
+                + self.shift.get(r).copied().unwrap_or(0.0)
         } else {
             f64::NEG_INFINITY
         }
@@ -259,6 +270,13 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
             }
         }
         state.band = first..last;
+    }
+    state.shift.clear();
+    if head.mask.max_row_shift() != 0.0 {
+        let (b, h) = (head.b, head.h);
+        state
+            .shift
+            .extend(rows.clone().map(|i| head.mask.row_shift(b, h, i)));
     }
     state.m.resize_zeroed(ld);
     state.m.as_mut_slice().fill(f32::NEG_INFINITY);
@@ -333,6 +351,7 @@ pub(crate) fn process_tile<S: Simd, O: TileObserver>(
             computed: cols.clone(),
             st: scr.st.as_slice(),
             ld,
+            shift: &state.shift,
         },
     );
 
@@ -406,9 +425,11 @@ fn add_biases<S: Simd>(
     } else if class == TileClass::Partial {
         for (r, i) in state.rows.clone().enumerate() {
             for (jj, j) in cols.clone().enumerate() {
-                let bias = head.mask.bias(head.b, head.h, i, j);
+                // Shifted by the row's largest finite bias, so in [-inf, 0]: a bias too
+                // negative for f32 becomes -inf, which is exact (see attn::range).
+                let bias = head.mask.shifted_bias(head.b, head.h, i, j);
                 if bias != 0.0 {
-                    st[jj * ld + r] += bias as f32 * LOG2E;
+                    st[jj * ld + r] += (bias * std::f64::consts::LOG2_E) as f32;
                 }
             }
         }
@@ -549,7 +570,7 @@ pub(crate) fn finish_block(state: &BlockState, out: &mut [f32], lse: &mut [f32])
             *y = x / l[r];
         }
         let lse2 = m[r] as f64 + (l[r] as f64).log2();
-        lse[r] = (lse2 * std::f64::consts::LN_2) as f32;
+        lse[r] = (lse2 * std::f64::consts::LN_2 + state.shift_of(r)) as f32;
     }
 }
 

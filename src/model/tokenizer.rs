@@ -238,8 +238,14 @@ pub(crate) fn byte_to_char() -> [char; 256] {
 
 /// The raw bytes of a byte-level token, or None if a char is outside the table.
 fn byte_level_bytes(t: &str) -> Option<Vec<u8>> {
-    let table = byte_to_char();
-    t.chars()
-        .map(|c| table.iter().position(|&x| x == c).map(|b| b as u8))
-        .collect()
+    static INVERSE: std::sync::OnceLock<std::collections::HashMap<char, u8>> =
+        std::sync::OnceLock::new();
+    let inv = INVERSE.get_or_init(|| {
+        byte_to_char()
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (c, b as u8))
+            .collect()
+    });
+    t.chars().map(|c| inv.get(&c).copied()).collect()
 }

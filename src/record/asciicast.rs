@@ -42,11 +42,17 @@ pub struct CastWriter<W: Write> {
 impl<W: Write> CastWriter<W> {
     /// Write the header line and return a writer positioned at time 0.
     pub fn new(mut out: W, header: &CastHeader) -> io::Result<Self> {
+        // A player prints the title as it is: control characters in it would reach the
+        // viewer's terminal.
+        let title = header
+            .title
+            .as_deref()
+            .map(crate::widgets::text::escape_controls);
         let json = HeaderJson {
             version: 2,
             width: header.width,
             height: header.height,
-            title: header.title.as_deref(),
+            title: title.as_deref(),
             env: EnvJson {
                 term: "xterm-256color",
             },
@@ -115,6 +121,21 @@ mod tests {
         for line in text.lines() {
             serde_json::from_str::<serde_json::Value>(line).expect("every line is JSON");
         }
+    }
+
+    #[test]
+    fn control_characters_in_the_title_are_escaped() {
+        let header = CastHeader {
+            width: 80,
+            height: 24,
+            title: Some("evil\u{1b}]0;pwned\u{7}\u{9b}31m\ttab".into()),
+        };
+        let text =
+            String::from_utf8(CastWriter::new(Vec::new(), &header).unwrap().into_inner()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+        let title = v["title"].as_str().unwrap();
+        assert!(!title.chars().any(char::is_control), "{title:?}");
+        assert_eq!(title, "evil\\u{1b}]0;pwned\\u{7}\\u{9b}31m tab");
     }
 
     #[test]

@@ -12,10 +12,8 @@ use super::asciicast::{CastHeader, CastWriter};
 use crate::cli::{Lang, TermSize, ThemeName};
 use crate::error::{Error, Result};
 use crate::scene::Scene;
+use crate::scene::validate::MAX_DURATION_MS;
 use crate::tui::{Action, AppOptions, State, draw, update};
-
-/// A recording longer than this is a bug in the playback (a step that never ends).
-const MAX_RECORDING_MS: u64 = 6 * 60 * 60 * 1000;
 
 /// How a scene is played headless.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +42,7 @@ impl Headless {
         let title = scene.title.get(opts.lang).to_string();
         let app = AppOptions::headless(opts.lang, opts.theme, opts.ascii, title);
         let mut state = State::for_model(scene.config.clone(), app)?.with_script(
-            scene.script(opts.lang),
+            crate::tui::script::lesson(scene, opts.lang),
             autoplay,
             opts.speed,
         );
@@ -130,11 +128,14 @@ pub fn record(scene: &Scene, opts: &HeadlessOptions) -> Result<Vec<u8>> {
         let wait = wait.max(1);
         player.tick(wait);
         now_ms += wait;
-        if now_ms > MAX_RECORDING_MS {
+        // `scene check` keeps a scene within MAX_DURATION_MS at speed 1, so a recording
+        // that runs on past it (with a minute's slack for rounding) is a bug.
+        let limit_ms = (MAX_DURATION_MS as f64 / opts.speed.max(1e-3)) as u64 + 60_000;
+        if now_ms > limit_ms {
             return Err(Error::Internal(format!(
                 "the recording of scene '{}' did not end within {} hours of virtual time",
                 scene.name,
-                MAX_RECORDING_MS / 3_600_000
+                limit_ms / 3_600_000
             )));
         }
     }

@@ -75,7 +75,11 @@ pub fn play(args: &PlayArgs) -> Result<()> {
                 speed: args.speed,
                 autoplay: true,
             };
-            crate::tui::run_script(scene.config.clone(), scene.script(args.lang), opts)
+            crate::tui::run_script(
+                scene.config.clone(),
+                crate::tui::script::lesson(&scene, args.lang),
+                opts,
+            )
         }
     }
 }

@@ -176,7 +176,8 @@ pub fn svg(buf: &Buffer, defaults: Defaults, title: Option<&str>) -> String {
     );
     if let Some(t) = title {
         out.push_str("<title>");
-        escape(t, &mut out);
+        // XML allows no control characters; they are shown as escapes.
+        escape(&crate::widgets::text::escape_controls(t), &mut out);
         out.push_str("</title>\n");
     }
     let _ = writeln!(

@@ -27,9 +27,13 @@ pub struct SceneError {
     pub problems: Vec<Problem>,
 }
 
+/// Problems a report shows; the rest are counted (a file with thousands of errors
+/// would otherwise bury the first, which is usually the cause of the others).
+pub const MAX_REPORTED: usize = 50;
+
 impl fmt::Display for SceneError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, p) in self.problems.iter().enumerate() {
+        for (i, p) in self.problems.iter().take(MAX_REPORTED).enumerate() {
             if i > 0 {
                 writeln!(f)?;
             }
@@ -38,6 +42,15 @@ impl fmt::Display for SceneError {
                 write!(f, "{}: ", p.field)?;
             }
             f.write_str(&p.message)?;
+        }
+        let rest = self.problems.len().saturating_sub(MAX_REPORTED);
+        if rest > 0 {
+            write!(
+                f,
+                "\n{}: ... and {rest} more problem{} (the first {MAX_REPORTED} are shown)",
+                self.file,
+                if rest == 1 { "" } else { "s" }
+            )?;
         }
         Ok(())
     }
@@ -64,10 +77,20 @@ pub fn line_column(src: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// Collects problems against one source text.
+/// A problem found, at a byte offset; line and column are worked out once, for all
+/// problems together, in [`Problems::into_error`].
+struct Found {
+    offset: usize,
+    field: String,
+    message: String,
+}
+
+/// Collects problems against one source text. Finding line and column costs a pass
+/// over the text, so it is done once for all problems, not once per problem: checking a
+/// file takes time linear in its size however many problems it has.
 pub struct Problems<'a> {
     src: &'a str,
-    list: Vec<Problem>,
+    list: Vec<Found>,
 }
 
 impl<'a> Problems<'a> {
@@ -80,10 +103,8 @@ impl<'a> Problems<'a> {
 
     /// Record a problem at a byte span of the source.
     pub fn at(&mut self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) {
-        let (line, column) = line_column(self.src, span.start);
-        self.list.push(Problem {
-            line,
-            column,
+        self.list.push(Found {
+            offset: span.start.min(self.src.len()),
             field: field.into(),
             message: message.into(),
         });
@@ -100,10 +121,35 @@ impl<'a> Problems<'a> {
 
     /// The problems in the order of the file.
     pub fn into_error(mut self, file: &str) -> SceneError {
-        self.list.sort_by_key(|p| (p.line, p.column));
+        // Stable: problems at one place keep the order the checks found them in.
+        self.list.sort_by_key(|p| p.offset);
+        let mut problems = Vec::with_capacity(self.list.len());
+        let (mut line, mut column, mut at) = (1, 1, 0);
+        for found in self.list {
+            // Walk on from the previous problem to this one (offsets only grow).
+            let mut offset = found.offset;
+            while !self.src.is_char_boundary(offset) {
+                offset -= 1;
+            }
+            for c in self.src[at..offset].chars() {
+                if c == '\n' {
+                    line += 1;
+                    column = 1;
+                } else {
+                    column += 1;
+                }
+            }
+            at = offset.max(at);
+            problems.push(Problem {
+                line,
+                column,
+                field: found.field,
+                message: found.message,
+            });
+        }
         SceneError {
             file: file.to_string(),
-            problems: self.list,
+            problems,
         }
     }
 }
@@ -240,5 +286,63 @@ fn value_at(value: &Spanned<DeValue<'_>>, offset: usize, path: &mut String) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_get_the_line_and_column_of_their_offset() {
+        let src = "a = 1\nbé = 2\n\nc = [1, 2]\n";
+        let mut p = Problems::new(src);
+        let offsets = [
+            src.find("c =").unwrap(),
+            0,
+            src.find("= 2").unwrap(),
+            src.len() + 9,
+        ];
+        for (k, &o) in offsets.iter().enumerate() {
+            p.at(o..o, format!("f{k}"), "m");
+        }
+        let e = p.into_error("x.toml");
+        let got: Vec<(usize, usize, &str)> = e
+            .problems
+            .iter()
+            .map(|p| (p.line, p.column, p.field.as_str()))
+            .collect();
+        // Each one as line_column (the reference) has it, in the order of the file.
+        let mut want: Vec<(usize, usize, String)> = offsets
+            .iter()
+            .enumerate()
+            .map(|(k, &o)| {
+                let (l, c) = line_column(src, o);
+                (l, c, format!("f{k}"))
+            })
+            .collect();
+        want.sort_by_key(|w| (w.0, w.1));
+        let want: Vec<(usize, usize, &str)> =
+            want.iter().map(|w| (w.0, w.1, w.2.as_str())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_report_shows_the_first_problems_and_counts_the_rest() {
+        let src = "x\n".repeat(MAX_REPORTED + 7);
+        let mut p = Problems::new(&src);
+        for k in (0..MAX_REPORTED + 7).rev() {
+            p.at(2 * k..2 * k, "steps", format!("problem {}", k + 1));
+        }
+        let e = p.into_error("s.toml");
+        assert_eq!(e.problems.len(), MAX_REPORTED + 7);
+        let text = e.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), MAX_REPORTED + 1, "{text}");
+        assert_eq!(lines[0], "s.toml:1:1: steps: problem 1");
+        assert_eq!(
+            lines[MAX_REPORTED],
+            format!("s.toml: ... and 7 more problems (the first {MAX_REPORTED} are shown)")
+        );
     }
 }

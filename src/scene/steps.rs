@@ -6,10 +6,10 @@ use toml::Spanned;
 use super::names::{stage_from_name, stage_name};
 use super::raw::RawStep;
 use super::validate::{Checker, Current, DEFAULT_DWELL_S, MAX_DWELL_S, Model, Shape, Shown};
+use super::view::SceneView;
 use super::{FlashBlocks, Step};
 use crate::engine::config::PeKind;
 use crate::engine::pipeline::{Pipeline, StageId};
-use crate::tui::ViewKind;
 
 impl Checker<'_, '_> {
     pub(super) fn step(
@@ -149,7 +149,7 @@ impl Checker<'_, '_> {
                 continue;
             };
             match current.view {
-                Shown::Set(ViewKind::Flash) => {}
+                Shown::Set(SceneView::Flash) => {}
                 Shown::Set(other) => {
                     self.p.on(
                         tile,
@@ -259,12 +259,12 @@ fn highlight_target(
     let n = shape.n;
     let view = match current.view {
         Shown::Set(v) => v,
-        Shown::Unset => ViewKind::Pipeline,
+        Shown::Unset => SceneView::Pipeline,
         Shown::Invalid => return Ok(None),
     };
     let target = |rows: usize, cols: usize, what: String| Ok(Some(Target { rows, cols, what }));
     match view {
-        ViewKind::Pipeline => {
+        SceneView::Pipeline => {
             let stage = match current.stage {
                 Shown::Set(s) => s,
                 Shown::Invalid => return Ok(None),
@@ -293,14 +293,14 @@ fn highlight_target(
                 )),
             }
         }
-        ViewKind::Heads | ViewKind::Flash | ViewKind::Decode | ViewKind::Variants => {
+        SceneView::Heads | SceneView::Flash | SceneView::Decode | SceneView::Variants => {
             target(n, n, format!("the {view} view's weights (n x n)"))
         }
-        ViewKind::Position => target(
+        SceneView::Position => target(
             n,
             shape.d_model,
             "the position view's encoding table (n x d_model)".into(),
         ),
-        ViewKind::Scaling => Err("the scaling view has no matrix to highlight".into()),
+        SceneView::Scaling => Err("the scaling view has no matrix to highlight".into()),
     }
 }

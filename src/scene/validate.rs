@@ -10,10 +10,10 @@ use toml::Spanned;
 
 use super::problem::{Problem, Problems, SceneError, from_toml, line_column};
 use super::raw::{RawModel, RawScene, RawText};
+use super::view::SceneView;
 use super::{FlashBlocks, Localized, Scene, Step};
 use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{ModelConfig, Pipeline, StageId};
-use crate::tui::ViewKind;
 
 /// The only format version there is.
 pub const VERSION: i64 = 1;
@@ -23,6 +23,9 @@ pub const MAX_D_MODEL: usize = 512;
 pub const MAX_HEADS: usize = 16;
 /// Longest dwell of one step, in seconds.
 pub const MAX_DWELL_S: f64 = 120.0;
+/// Longest a scene may last at speed 1, in milliseconds: a recording plays it in
+/// virtual time and refuses to go on past this (at speed s, past this / s).
+pub const MAX_DURATION_MS: u64 = 6 * 60 * 60 * 1000;
 /// Dwell of a step that does not say, in seconds.
 pub const DEFAULT_DWELL_S: f64 = 4.0;
 /// The flash view's block size when a scene does not set one.
@@ -123,7 +126,7 @@ pub(super) enum Shown<T> {
 
 /// What the app shows while a step plays: steps only say what changes.
 pub(super) struct Current {
-    pub(super) view: Shown<ViewKind>,
+    pub(super) view: Shown<SceneView>,
     pub(super) stage: Shown<StageId>,
     /// The app starts on the first head.
     pub(super) head: usize,
@@ -143,7 +146,7 @@ impl Checker<'_, '_> {
         });
         let view = match &raw.view {
             Some(v) => self.view(v, "view"),
-            None => Some(ViewKind::Pipeline),
+            None => Some(SceneView::Pipeline),
         };
         let flash = self.flash(&raw);
         if raw.steps.get_ref().is_empty() {
@@ -171,6 +174,20 @@ impl Checker<'_, '_> {
                 self.step(i, s, model, flash, &mut current)
             })
             .collect();
+        let total_ms: u64 = steps.iter().flatten().map(|s| s.dwell_ms).sum();
+        if total_ms > MAX_DURATION_MS {
+            self.p.on(
+                &raw.steps,
+                "steps",
+                format!(
+                    "the steps last {:.0} s in all at speed 1; a scene may last at most {} hours ({} s, MAX_DURATION_MS), the longest a recording plays: shorten the dwell times or split the scene",
+                    total_ms as f64 / 1000.0,
+                    MAX_DURATION_MS / 3_600_000,
+                    MAX_DURATION_MS / 1000
+                ),
+            );
+            return None;
+        }
         Some(Scene {
             name: name.to_string(),
             source: file.to_string(),
@@ -198,9 +215,9 @@ impl Checker<'_, '_> {
         })
     }
 
-    pub(super) fn view(&mut self, v: &Spanned<String>, field: &str) -> Option<ViewKind> {
+    pub(super) fn view(&mut self, v: &Spanned<String>, field: &str) -> Option<SceneView> {
         v.get_ref()
-            .parse::<ViewKind>()
+            .parse::<SceneView>()
             .map_err(|msg| self.p.on(v, field, msg))
             .ok()
     }

@@ -3,8 +3,8 @@
 //! place that changes the state.
 
 use crate::engine::pipeline::StageId;
-use crate::tui::ViewKind;
 use crate::tui::script::ScriptStep;
+use crate::tui::view_kind::ViewKind;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {

@@ -9,11 +9,11 @@ use crate::error::Result;
 use crate::tui::action::Action;
 use crate::tui::clock::{SystemClock, Ticker};
 use crate::tui::keymap;
+use crate::tui::measure::Driver;
 use crate::tui::render::draw;
 use crate::tui::state::State;
 use crate::tui::terminal::{self, TerminalGuard, io_error};
 use crate::tui::update::update;
-use crate::tui::views;
 
 /// How long to wait for input when nothing is animating (the screen still redraws
 /// after every event, so this only bounds idle wake-ups).
@@ -58,9 +58,15 @@ pub fn run(mut state: State) -> Result<()> {
     let mut ticker = Ticker::default();
     ticker.elapsed(&clock);
     // Starts and stops the scaling view's measuring thread; its reports come in as actions.
-    let mut measuring = views::scaling::Driver::default();
+    let mut measuring = Driver::default();
+    // For the test that the panic path restores the terminal (tests/terminal_restore.rs):
+    // a panic after the first frame, while the app owns the terminal.
+    let panic_for_test = std::env::var_os("ATTNVIZ_TEST_PANIC").is_some();
     while !state.quit {
         guard.terminal.draw(|f| draw(&state, f)).map_err(io_error)?;
+        if panic_for_test {
+            panic!("ATTNVIZ_TEST_PANIC is set: panicking after the first frame");
+        }
         let next_change = state.next_change_in_ms();
         let timeout = next_change.map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
         let timeout = if measuring.busy() {

@@ -84,7 +84,7 @@ pub fn measure(cols: u16, rows: u16) -> Result<Vec<FrameRecord>> {
 
 fn measure_view(
     config: &ModelConfig,
-    kind: crate::tui::ViewKind,
+    kind: crate::tui::view_kind::ViewKind,
     cols: u16,
     rows: u16,
 ) -> Result<FrameRecord> {

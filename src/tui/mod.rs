@@ -7,10 +7,17 @@
 //! - [`update`](update::update): the only function that changes a `State`. Pure: no
 //!   terminal, no clock, no environment; model changes rebuild the pipeline through
 //!   the engine.
-//! - [`keymap`]: the one key table behind key handling, the help overlay and the hint bar.
-//! - [`render`]: [`draw`] and `impl Widget for &State`, the frame's regions, overlays,
-//!   mouse hit-testing.
+//! - [`keymap`]: the one key table behind key handling, the help overlay and the hint bar
+//!   (its entries are [`keys`] types, which views use for their own tables).
+//! - [`render`]: [`draw`] and `impl Widget for &State`, overlays.
+//! - [`layout`]: the frame's regions and mouse hit-testing against them.
+//! - [`component`]: the [`View`](component::View) trait every view implements, and
+//!   [`Hit`](component::Hit); [`context`]: the [`Context`](context::Context) views read
+//!   (the data, the selection, the look, one slot per view). [`State`] holds a `Context`
+//!   (through `Deref`) plus what only the app handles. Views import neither `state`,
+//!   `update`, `render` nor `keymap` (`tests/imports.rs` checks it).
 //! - [`views`]: one module per view and the registry that Tab cycles.
+//! - [`measure`]: the event loop's side of the scaling view's measuring thread.
 //! - [`theme`]: one table of semantic styles; colour depth from COLORTERM/TERM, mono for
 //!   NO_COLOR or `--theme mono`.
 //! - [`terminal`], [`app`]: the real terminal (restored on exit, error and panic) and the
@@ -45,8 +52,13 @@
 pub mod action;
 pub mod app;
 pub mod clock;
+pub mod component;
+pub mod context;
 pub mod frame_bench;
 pub mod keymap;
+pub mod keys;
+pub mod layout;
+pub mod measure;
 pub mod narration;
 pub mod render;
 pub mod script;
@@ -138,7 +150,11 @@ pub fn run(args: &TuiArgs) -> Result<()> {
         speed: 1.0,
         autoplay: false,
     };
-    run_script(scene.config.clone(), scene.script(args.lang), opts)
+    run_script(
+        scene.config.clone(),
+        script::lesson(&scene, args.lang),
+        opts,
+    )
 }
 
 /// Options of interactive playback (`attnviz play` without `--record`).

@@ -93,8 +93,8 @@ fn stage_zh(id: StageId) -> &'static str {
 }
 
 /// Narration of a view that is not about one stage.
-pub fn view(kind: crate::tui::ViewKind, lang: Lang) -> Option<&'static str> {
-    use crate::tui::ViewKind as V;
+pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'static str> {
+    use crate::tui::view_kind::ViewKind as V;
     Some(match (kind, lang) {
         (V::Heads, Lang::En) => {
             "Every head computes its own weights from the same tokens; heads in one GQA group read the same keys and values."

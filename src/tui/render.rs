@@ -1,6 +1,6 @@
-//! Drawing the app: the frame's regions (header, view, narration, hint bar), the
-//! overlays (help, sentence editor), the too-small message, and hit-testing of mouse
-//! clicks against the same layout.
+//! Drawing the app into the frame's regions (header, view, narration, hint bar; see
+//! [`layout`](super::layout)), the overlays (help, sentence editor) and the too-small
+//! message.
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -8,58 +8,15 @@ use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Widget};
 
-use crate::engine::pipeline::{Source as PipelineSource, StageId};
-use crate::tui::ViewKind;
+use crate::engine::pipeline::Source as PipelineSource;
 use crate::tui::keymap::{self, Group};
-use crate::tui::state::{MIN_COLS, MIN_ROWS, Overlay, State, StatusKind};
+use crate::tui::layout::{MIN_COLS, MIN_ROWS, breadcrumb, header_title, tabs};
+use crate::tui::state::{LineEditor, Overlay, Source, State, StatusKind};
 use crate::tui::views;
 use crate::widgets::text;
 
-/// What a click landed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hit {
-    /// A cell of matrix `sub` of the current stage.
-    Cell {
-        sub: usize,
-        row: usize,
-        col: usize,
-    },
-    /// A cell of head `head`'s matrix (heads view).
-    HeadCell {
-        head: usize,
-        row: usize,
-        col: usize,
-    },
-    Stage(StageId),
-    View(ViewKind),
-    Head(usize),
-}
-
-/// The regions of a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Regions {
-    pub header: Rect,
-    pub body: Rect,
-    pub narration: Rect,
-    pub hints: Rect,
-}
-
-pub fn regions(area: Rect) -> Regions {
-    let [header, _, body, narration, hints] = Layout::vertical([
-        Constraint::Length(3),
-        Constraint::Length(1),
-        Constraint::Fill(1),
-        Constraint::Length(2),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    Regions {
-        header,
-        body,
-        narration,
-        hints,
-    }
-}
+/// The frame's regions, for recorders and tests that read parts of a screen.
+pub use crate::tui::layout::{Regions, regions};
 
 /// Which engine computed the numbers on screen. The app's numbers are the f64
 /// reference pipeline; the SIMD kernel's tier is named once a kernel is in the build.
@@ -117,73 +74,6 @@ fn render_too_small(state: &State, area: Rect, buf: &mut Buffer) {
 }
 
 // ---- header -----------------------------------------------------------------------
-
-/// The view tabs of the header's first line, with their positions.
-fn tabs(state: &State, area: Rect) -> Vec<(Rect, ViewKind)> {
-    let mut x = area.x + tabs_start(state, area.width);
-    let mut out = Vec::new();
-    for v in views::VIEWS {
-        let w = v.kind().name().len() as u16 + 2;
-        if x + w > area.right() {
-            break;
-        }
-        out.push((Rect::new(x, area.y, w, 1), v.kind()));
-        x += w + 1;
-    }
-    out
-}
-
-/// The title as the header shows it: at most a third of the width, and never so wide
-/// that it pushes view tabs off the line (at 80 columns it gives way to all seven tabs).
-fn header_title(state: &State, width: u16) -> String {
-    let tabs_w: usize = views::VIEWS.iter().map(|v| v.kind().name().len() + 3).sum();
-    let room = (width as usize).saturating_sub(" attnviz ".len() + 3 + tabs_w);
-    let max = (width / 3) as usize;
-    let w = if room >= 4 { room.min(max) } else { 0 };
-    text::fit(&state.options.title, w, state.glyphs.ellipsis)
-}
-
-fn tabs_start(state: &State, width: u16) -> u16 {
-    (" attnviz ".len() + text::width(&header_title(state, width)) + 3) as u16
-}
-
-/// The stage breadcrumb: a window of stages around the current one that fits.
-fn breadcrumb(state: &State, area: Rect) -> Vec<(Rect, StageId)> {
-    let stages = &state.pipeline.stages;
-    let widths: Vec<u16> = stages
-        .iter()
-        .map(|s| text::width(&state.glyphs.text(s.title)) as u16 + 2)
-        .collect();
-    let sep = text::width(state.glyphs.next) as u16;
-    let here = stages.iter().position(|s| s.id == state.stage).unwrap_or(0);
-    // Grow a window around the current stage, leaving room for the ellipses.
-    let room = area.width.saturating_sub(4);
-    let (mut lo, mut hi) = (here, here);
-    let mut used = widths[here];
-    loop {
-        let mut grew = false;
-        if hi + 1 < stages.len() && used + sep + widths[hi + 1] <= room {
-            hi += 1;
-            used += sep + widths[hi];
-            grew = true;
-        }
-        if lo > 0 && used + sep + widths[lo - 1] <= room {
-            lo -= 1;
-            used += sep + widths[lo];
-            grew = true;
-        }
-        if !grew {
-            break;
-        }
-    }
-    let mut x = area.x + 2;
-    let mut out = Vec::new();
-    for (i, s) in stages.iter().enumerate().take(hi + 1).skip(lo) {
-        out.push((Rect::new(x, area.y, widths[i], 1), s.id));
-        x += widths[i] + sep;
-    }
-    out
-}
 
 fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
@@ -320,7 +210,7 @@ fn fields(state: &State) -> Vec<Field> {
             out.push(field("d_k", sh.d.to_string()));
         }
         PipelineSource::Weights => {
-            if let crate::tui::state::Source::Weights { layer, .. } = &state.source {
+            if let Source::Weights { layer, .. } = &state.source {
                 out.push(field(
                     "layer",
                     format!("{}/{}", layer + 1, state.source.layers()),
@@ -449,12 +339,12 @@ pub fn help_lines(state: &State) -> Vec<HelpLine> {
         )),
         HelpLine::Blank,
     ];
-    let view_keys = views::current(state).bindings();
+    let view_keys = views::current(state).commands();
     for group in Group::ORDER {
         let entries: Vec<&keymap::Binding> = keymap::BINDINGS
             .iter()
             .chain(view_keys.iter())
-            .filter(|b| b.group == group && b.when.holds(state))
+            .filter(|b| b.group == group && keymap::holds(b.when, state))
             .collect();
         if entries.is_empty() {
             continue;
@@ -598,7 +488,7 @@ fn render_edit(state: &State, body: Rect, buf: &mut Buffer) {
 
 /// The part of the editor's text that fits `w` columns with the cursor in view, and the
 /// cursor's column in it.
-fn edit_window(ed: &crate::tui::state::LineEditor, w: usize) -> (String, usize) {
+fn edit_window(ed: &LineEditor, w: usize) -> (String, usize) {
     let col = ed.cursor_column();
     if text::width(&ed.text) < w {
         return (ed.text.clone(), col);
@@ -628,36 +518,4 @@ fn edit_cursor(state: &State, area: Rect) -> Option<Position> {
     let field = edit_field(regions(area).body);
     let (_, col) = edit_window(ed, field.width as usize);
     Some(Position::new(field.x + col as u16, field.y))
-}
-
-// ---- mouse ---------------------------------------------------------------------------
-
-/// What is under (x, y) on a screen of `state.screen` size.
-pub fn hit_test(state: &State, x: u16, y: u16) -> Option<Hit> {
-    let area = Rect::new(0, 0, state.screen.0, state.screen.1);
-    if area.width < MIN_COLS || area.height < MIN_ROWS || state.overlay != Overlay::None {
-        return None;
-    }
-    let r = regions(area);
-    let pos = Position::new(x, y);
-    if r.header.contains(pos) {
-        let [l1, l2, _] = Layout::vertical([Constraint::Length(1); 3]).areas(r.header);
-        if y == l1.y {
-            return tabs(state, l1)
-                .into_iter()
-                .find(|(rect, _)| rect.contains(pos))
-                .map(|(_, k)| Hit::View(k));
-        }
-        if y == l2.y && views::current(state).shows_stages() {
-            return breadcrumb(state, l2)
-                .into_iter()
-                .find(|(rect, _)| rect.contains(pos))
-                .map(|(_, id)| Hit::Stage(id));
-        }
-        return None;
-    }
-    if r.body.contains(pos) {
-        return views::current(state).hit_test(state, r.body, x, y);
-    }
-    None
 }

@@ -1,9 +1,12 @@
-//! A scripted step of a lesson, as the app plays it. Scene files (crate::scene) are
-//! turned into these for one language; the app applies them through `update`, and the
-//! headless recorder drives the same `update` and draw.
+//! A scripted step of a lesson, as the app plays it. A scene's steps (in the scene's
+//! own terms, `crate::scene::ScriptStep`) are mapped onto these for one language; the
+//! app applies them through `update`, and the headless recorder drives the same
+//! `update` and draw.
 
+use crate::cli::Lang;
 use crate::engine::pipeline::StageId;
-use crate::tui::ViewKind;
+use crate::scene::{self, Scene};
+use crate::tui::view_kind::ViewKind;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ScriptStep {
@@ -23,4 +26,28 @@ pub struct ScriptStep {
     pub dwell_ms: u64,
     /// A label for the recording's marker at this step.
     pub marker: Option<String>,
+}
+
+impl From<scene::ScriptStep> for ScriptStep {
+    fn from(s: scene::ScriptStep) -> ScriptStep {
+        ScriptStep {
+            view: s.view.map(ViewKind::from),
+            stage: s.stage,
+            head: s.head,
+            highlight: s.highlight,
+            tiles: s.tiles,
+            narration: s.narration,
+            dwell_ms: s.dwell_ms,
+            marker: s.marker,
+        }
+    }
+}
+
+/// A scene's steps as the app plays them, narration in `lang`.
+pub fn lesson(scene: &Scene, lang: Lang) -> Vec<ScriptStep> {
+    scene
+        .script(lang)
+        .into_iter()
+        .map(ScriptStep::from)
+        .collect()
 }

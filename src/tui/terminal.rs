@@ -1,6 +1,7 @@
 //! The real terminal: raw mode, alternate screen, mouse capture, and putting it all
-//! back on exit, on error (the guard's Drop) and on panic (a hook that restores before
-//! the message is printed).
+//! back on exit, on error (the guard's Drop), on panic (a hook that restores before
+//! the message is printed) and on SIGTERM, SIGHUP and SIGINT sent from outside (a
+//! thread that restores, then lets the signal end the process as it would have).
 
 use std::io::{IsTerminal, Stdout, stdout};
 use std::sync::Once;
@@ -49,8 +50,39 @@ fn install_panic_hook() {
             restore();
             previous(info);
         }));
+        install_signal_handler();
     });
 }
+
+/// SIGTERM, SIGHUP and SIGINT (in raw mode Ctrl-C is a key, so a SIGINT comes from
+/// `kill`): restore the terminal, then end the process by the same signal, so the
+/// parent sees what it sent. A thread, not a signal handler, does the restoring: it
+/// writes to the terminal and takes locks, which a handler must not.
+#[cfg(unix)]
+fn install_signal_handler() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT]) else {
+        // Without the handler the signals keep their default action (the terminal is
+        // left as it is, as before); the app itself still works.
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("attnviz-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                // Hold stdout so the event loop cannot draw between the restore and the
+                // end of the process.
+                let _out = stdout().lock();
+                restore();
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+                std::process::exit(128 + signal);
+            }
+        });
+    drop(spawned);
+}
+
+#[cfg(not(unix))]
+fn install_signal_handler() {}
 
 /// Owns the terminal while the app runs; dropping it restores the terminal.
 pub struct TerminalGuard {

@@ -7,10 +7,14 @@ use crate::engine::config::{BIGBIRD_DEFAULT, MaskKind, PeKind, ROPE_BASE};
 use crate::engine::limits;
 use crate::engine::pipeline::{ModelConfig, StageId};
 use crate::tui::action::{Action, EditAction};
-use crate::tui::render::{self, Hit};
+use crate::tui::component::{Hit, View};
+use crate::tui::layout;
 use crate::tui::script::ScriptStep;
-use crate::tui::state::{LineEditor, Overlay, SPEEDS, ScaleChange, Source, State, StatusKind};
-use crate::tui::{ViewKind, views};
+use crate::tui::state::{
+    LineEditor, Overlay, Playback, SPEEDS, ScaleChange, Source, State, StatusKind,
+};
+use crate::tui::view_kind::ViewKind;
+use crate::tui::views;
 
 pub fn update(state: &mut State, action: Action) {
     if !matches!(
@@ -103,12 +107,24 @@ pub fn update(state: &mut State, action: Action) {
         Action::Faster => change_speed(state, 1),
         Action::Slower => change_speed(state, -1),
         Action::Tick { ms } => {
-            views::flash::tick(state, ms);
+            // Time passes for every view (the flash view's tiles play on their own clock).
+            for view in views::VIEWS {
+                view.update(state, Action::Tick { ms });
+            }
             tick(state, ms);
         }
-        Action::ViewCommand(c) => views::current(state).command(state, c),
-        Action::Measurement(p) => views::scaling::receive(state, p),
-        Action::Flash(a) => views::flash::update(state, a),
+        Action::ViewCommand(_) => to_view(state, views::current(state), action),
+        Action::Measurement(_) => to_view(state, views::find(ViewKind::Scaling), action),
+        Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),
+    }
+}
+
+/// Hand an action to the view it is for; the view changes only its own data and the
+/// selection, and the app keeps the selection inside what is on screen.
+fn to_view<'v>(state: &mut State, view: impl Into<Option<&'v dyn View>>, action: Action) {
+    if let Some(view) = view.into() {
+        view.update(state, action);
+        state.clamp();
     }
 }
 
@@ -248,7 +264,10 @@ pub(crate) fn set_view(state: &mut State, kind: ViewKind) {
 }
 
 fn click(state: &mut State, x: u16, y: u16) {
-    match render::hit_test(state, x, y) {
+    if state.overlay != Overlay::None {
+        return;
+    }
+    match layout::hit_test(state, x, y) {
         Some(Hit::Cell { sub, row, col }) => {
             state.sub = sub;
             state.cursor = (row, col);
@@ -543,6 +562,29 @@ fn edit(state: &mut State, e: EditAction) {
 }
 
 // ---- scripts ------------------------------------------------------------------------
+
+impl State {
+    /// Load a script and show its first step; `autoplay` starts playing at once.
+    pub fn with_script(mut self, steps: Vec<ScriptStep>, autoplay: bool, speed: f64) -> State {
+        if steps.is_empty() {
+            return self;
+        }
+        let first = steps[0].clone();
+        self.script = Some(Playback {
+            steps,
+            index: 0,
+            playing: autoplay,
+            speed: if speed.is_finite() && speed > 0.0 {
+                speed
+            } else {
+                1.0
+            },
+            elapsed_ms: 0.0,
+        });
+        apply_step(&mut self, &first);
+        self
+    }
+}
 
 /// Show one scripted step: its view, stage, head, highlighted cells (the first gets the
 /// cursor), tiles and narration. Parts that do not fit the data are left out and said so.

@@ -1,7 +1,10 @@
-//! The views of the app, by name (scene files name them the same way).
+//! The views of the app, by name (scene files name them the same way, in their own
+//! terms: [`SceneView`] maps onto these).
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::scene::SceneView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ViewKind {
@@ -62,5 +65,19 @@ impl FromStr for ViewKind {
                 let names: Vec<&str> = ViewKind::ALL.iter().map(|v| v.name()).collect();
                 format!("unknown view '{s}'; expected one of {}", names.join(", "))
             })
+    }
+}
+
+impl From<SceneView> for ViewKind {
+    fn from(v: SceneView) -> ViewKind {
+        match v {
+            SceneView::Pipeline => ViewKind::Pipeline,
+            SceneView::Heads => ViewKind::Heads,
+            SceneView::Position => ViewKind::Position,
+            SceneView::Flash => ViewKind::Flash,
+            SceneView::Decode => ViewKind::Decode,
+            SceneView::Variants => ViewKind::Variants,
+            SceneView::Scaling => ViewKind::Scaling,
+        }
     }
 }

@@ -2,6 +2,24 @@
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+/// `s` with its control characters (C0, DEL and C1, e.g. ESC) written as visible
+/// escapes (`\u{1b}`), for text from files that is shown or recorded as it is (titles):
+/// raw, they would drive the terminal of whoever looks at it. Tabs become a space.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Columns `s` takes on a terminal.
 pub fn width(s: &str) -> usize {
     UnicodeWidthStr::width(s)

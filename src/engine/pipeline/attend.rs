@@ -4,7 +4,8 @@
 
 use ndarray::{Array2, Axis, concatenate};
 
-use super::{Matrix, Stage, StageId, dim_labels};
+use super::num::num;
+use super::stages::{Matrix, Stage, StageId, dim_labels};
 use crate::engine::config::PeKind;
 use crate::engine::mask::Mask;
 use crate::engine::pe;
@@ -199,13 +200,10 @@ pub(super) fn stages(
 
     // Scale
     let scale_formula = match opt.scale {
-        Some(c) => Ok(format!(
-            "S / sqrt(d_k) = S / sqrt({d}) = S x {}",
-            super::explain::num(c)
-        )),
+        Some(c) => Ok(format!("S / sqrt(d_k) = S / sqrt({d}) = S x {}", num(c))),
         None => Err(format!(
             "inactive: scaling is off; S is not divided by sqrt(d_k) = {}, so the softmax is sharper",
-            super::explain::num((d as f64).sqrt())
+            num((d as f64).sqrt())
         )),
     };
     let c = opt.scale.unwrap_or(1.0);

@@ -9,7 +9,7 @@
 use ndarray::{Array2, Array3};
 
 use super::attend::{self, AttendOptions, HeadInputs};
-use super::explain::{num, products};
+use super::num::{num, products};
 use super::{
     Explanation, Matrix, ModelConfig, Pipeline, Source, Stage, StageId, check_view_size,
     dim_labels, labels_for,

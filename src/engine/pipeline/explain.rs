@@ -1,39 +1,12 @@
 //! The inspector's arithmetic: for any cell of any stage, the terms that made it, with
 //! numbers written compactly (4 significant digits).
 
-use super::{Explanation, Pipeline, Source, Stage, StageId};
+use super::Pipeline;
+use super::num::{num, products};
+use super::stages::{Explanation, Source, Stage, StageId};
 use crate::engine::config::PeKind;
 use crate::engine::embed;
 use crate::engine::pe;
-
-/// Significant digits of numbers in explanations.
-const DIGITS: i32 = 4;
-
-/// Terms of a sum shown before "..." (and the last one after it).
-const SHOWN_TERMS: usize = 3;
-
-/// A number in at most [`DIGITS`] significant digits, without trailing zeros:
-/// 1.2699 -> "1.27", -0.000123456 -> "-1.235e-4", 12346 -> "1.235e4".
-pub(crate) fn num(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    let exp = x.abs().log10().floor() as i32;
-    if !(-3..4).contains(&exp) {
-        let s = format!("{:.*e}", (DIGITS - 1) as usize, x);
-        // "1.2350e4" -> "1.235e4"
-        let (mantissa, e) = s.split_once('e').expect("exponent format");
-        return format!("{}e{e}", trim_zeros(mantissa));
-    }
-    let decimals = (DIGITS - 1 - exp).max(0) as usize;
-    trim_zeros(&format!("{x:.decimals$}")).to_string()
-}
 
 /// A number to subtract: negative ones in parentheses, "x - (-0.5)".
 fn paren(x: f64) -> String {
@@ -44,25 +17,6 @@ fn paren(x: f64) -> String {
     }
 }
 
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
-
-/// "a0*b0 + a1*b1 + ... + an*bn" with at most [`SHOWN_TERMS`] + 1 products written.
-pub(super) fn products(a: &[f64], b: &[f64]) -> String {
-    let term = |i: usize| format!("{}*{}", num(a[i]), num(b[i]));
-    let n = a.len();
-    if n <= SHOWN_TERMS + 2 {
-        (0..n).map(term).collect::<Vec<_>>().join(" + ")
-    } else {
-        let first: Vec<String> = (0..SHOWN_TERMS).map(term).collect();
-        format!("{} + ... + {} ({n} terms)", first.join(" + "), term(n - 1))
-    }
-}
 
 /// "label = a*b + ... = value".
 fn dot_line(label: &str, a: &[f64], b: &[f64]) -> (String, f64) {
@@ -77,13 +31,16 @@ fn cell(stage: &Stage, m: usize, row: usize, col: usize) -> Option<f64> {
     stage.matrices.get(m)?.data.get((row, col)).copied()
 }
 
-pub(super) fn explain(
-    p: &Pipeline,
-    id: StageId,
-    m: usize,
-    row: usize,
-    col: usize,
-) -> Option<Explanation> {
+impl Pipeline {
+    /// The arithmetic of cell (row, col) of `matrices[m]` of stage `id`: for per-head
+    /// stages `m` is the query head; otherwise the alternative (e.g. 0 = Q, 1 = K, 2 = V,
+    /// 3 = W_qkv for the projection). None if any index is out of range.
+    pub fn explain(&self, id: StageId, m: usize, row: usize, col: usize) -> Option<Explanation> {
+        explain(self, id, m, row, col)
+    }
+}
+
+fn explain(p: &Pipeline, id: StageId, m: usize, row: usize, col: usize) -> Option<Explanation> {
     if p.source == Source::Block
         && let Some(e) = super::block::explain_block(p, id, m, row, col)
     {
@@ -400,22 +357,4 @@ fn explain_softmax(
         format!("row sum of exp(s_j - max) = {}", num(sum)),
         format!("weight = {} / {} = {}", num(e), num(sum), num(value)),
     ])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::num;
-
-    #[test]
-    fn numbers_are_compact() {
-        assert_eq!(num(1.2699), "1.27");
-        assert_eq!(num(0.84291), "0.8429");
-        assert_eq!(num(-0.12), "-0.12");
-        assert_eq!(num(3.0), "3");
-        assert_eq!(num(12346.0), "1.235e4");
-        assert_eq!(num(-0.000123456), "-1.235e-4");
-        assert_eq!(num(0.0), "0");
-        assert_eq!(num(f64::NEG_INFINITY), "-inf");
-        assert_eq!(num(1234.6), "1235");
-    }
 }

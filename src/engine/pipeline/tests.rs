@@ -359,7 +359,7 @@ fn long_sums_are_abbreviated() {
     let want = m(&p, StageId::QkvProjection, 0)[[2, 5]];
     assert_eq!(e.value, want);
     assert!(
-        e.lines[1].ends_with(&format!("= {}", explain::num(want))),
+        e.lines[1].ends_with(&format!("= {}", num::num(want))),
         "{e:?}"
     );
 }

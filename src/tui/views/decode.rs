@@ -27,7 +27,6 @@ use ratatui::style::Style;
 use ratatui::text::Span;
 use ratatui::widgets::Widget;
 
-use super::View;
 use super::panel::{MAX_CELL, MatrixPanel};
 use crate::cli::Dtype;
 use crate::engine::config::{MaskKind, PeKind};
@@ -35,10 +34,11 @@ use crate::engine::gqa::{self, GqaComparison};
 use crate::engine::kv_cache::{self, CacheLayout, DecodeOptions, Decoding};
 use crate::engine::memory::{decimal_bytes, group_digits};
 use crate::engine::pipeline::{Matrix, Pipeline};
-use crate::tui::ViewKind;
 use crate::tui::action::Action;
-use crate::tui::keymap::{Binding, Group, KeyPat, When};
-use crate::tui::state::{State, StatusKind};
+use crate::tui::component::View;
+use crate::tui::context::{Context, StatusKind};
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
 use crate::widgets::{HBars, ValueScale};
@@ -253,11 +253,11 @@ fn run(
 
 type LabResult = Result<DecodeLab, String>;
 
-fn lab(state: &State) -> Option<&LabResult> {
+fn lab(state: &Context) -> Option<&LabResult> {
     state.views.get::<LabResult>(ViewKind::Decode)
 }
 
-fn rebuild(state: &mut State) {
+fn rebuild(state: &mut Context) {
     let keep = lab(state)
         .and_then(|l| l.as_ref().ok())
         .map(|l| l.kv_heads());
@@ -265,14 +265,15 @@ fn rebuild(state: &mut State) {
     state.views.set(ViewKind::Decode, fresh);
 }
 
-fn step_to(state: &mut State, t: isize) {
+fn step_to(state: &mut Context, t: isize) {
     let n = state.pipeline.shape.n_q as isize;
     let t = t.clamp(0, (n - 1).max(0)) as usize;
     state.cursor.0 = t;
-    state.clamp();
+    let grid = DecodeView.grid(state);
+    state.clamp_cursor(grid);
 }
 
-fn cycle_groups(state: &mut State, delta: isize) {
+fn cycle_groups(state: &mut Context, delta: isize) {
     let Some(Ok(lab)) = state.views.get_mut::<LabResult>(ViewKind::Decode) else {
         return;
     };
@@ -300,11 +301,14 @@ impl View for DecodeView {
         ViewKind::Decode
     }
 
-    fn bindings(&self) -> &'static [Binding] {
+    fn commands(&self) -> &'static [Binding] {
         KEYS
     }
 
-    fn command(&self, state: &mut State, id: u8) {
+    fn update(&self, state: &mut Context, action: Action) {
+        let Action::ViewCommand(id) = action else {
+            return;
+        };
         let t = state.cursor.0 as isize;
         match id {
             CMD_NEXT => step_to(state, t + 1),
@@ -318,12 +322,12 @@ impl View for DecodeView {
         }
     }
 
-    fn refresh(&self, state: &mut State) {
+    fn refresh(&self, state: &mut Context) {
         rebuild(state);
     }
 
     /// Rows: the decoding steps; columns: the positions a step can attend to.
-    fn grid(&self, state: &State) -> (usize, usize) {
+    fn grid(&self, state: &Context) -> (usize, usize) {
         let n = state.pipeline.shape.n_q;
         match lab(state) {
             Some(Ok(_)) => (n, n),
@@ -331,11 +335,11 @@ impl View for DecodeView {
         }
     }
 
-    fn subtitle(&self, _state: &State) -> String {
+    fn subtitle(&self, _state: &Context) -> String {
         "KV-cache decoding token by token · cost with and without the cache · GQA/MQA groups".into()
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         match lab(state) {
             Some(Ok(lab)) => render_lab(state, lab, area, buf),
             Some(Err(e)) => LineWriter::new(area, buf).text(e, state.theme.warn),
@@ -347,7 +351,7 @@ impl View for DecodeView {
 // ---- drawing --------------------------------------------------------------------
 
 /// The step on screen and the selected position (at most the step).
-fn focus(state: &State, lab: &DecodeLab) -> (usize, usize) {
+fn focus(state: &Context, lab: &DecodeLab) -> (usize, usize) {
     let n = lab.decoding.steps.len();
     let t = state.cursor.0.min(n.saturating_sub(1));
     (t, state.cursor.1.min(t))
@@ -357,7 +361,7 @@ fn label(tokens: &[String], i: usize) -> String {
     tokens.get(i).cloned().unwrap_or_else(|| format!("t{i}"))
 }
 
-fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
+fn render_lab(state: &Context, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
     let th = &state.theme;
     let (t, j) = focus(state, lab);
     let Some(step) = lab.decoding.steps.get(t) else {
@@ -469,7 +473,7 @@ fn render_lab(state: &State, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {
 
 /// Every step so far, one row each: step r's weights over the positions it saw.
 fn render_weights(
-    state: &State,
+    state: &Context,
     lab: &DecodeLab,
     (t, j): (usize, usize),
     h: usize,
@@ -551,7 +555,7 @@ fn ratio(a: u64, b: u64) -> String {
     }
 }
 
-fn render_cost(state: &State, lab: &DecodeLab, t: usize, area: Rect, buf: &mut Buffer) {
+fn render_cost(state: &Context, lab: &DecodeLab, t: usize, area: Rect, buf: &mut Buffer) {
     let th = &state.theme;
     let steps = &lab.decoding.steps;
     let step = &steps[t];
@@ -654,7 +658,7 @@ fn render_cost(state: &State, lab: &DecodeLab, t: usize, area: Rect, buf: &mut B
 
 #[allow(clippy::too_many_arguments)]
 fn render_step_bar(
-    state: &State,
+    state: &Context,
     lab: &DecodeLab,
     r: usize,
     cached: u64,
@@ -699,7 +703,7 @@ fn sci(x: f64) -> String {
     }
 }
 
-fn render_groups(state: &State, lab: &DecodeLab, h: usize, area: Rect, buf: &mut Buffer) {
+fn render_groups(state: &Context, lab: &DecodeLab, h: usize, area: Rect, buf: &mut Buffer) {
     let th = &state.theme;
     let c = &lab.groups.choices[lab.choice];
     let mha = lab.groups.choices.last().expect("MHA is always a choice");

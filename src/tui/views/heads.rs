@@ -8,13 +8,13 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::View;
 use super::panel::{MAX_CELL, MatrixPanel, label_width};
 use crate::engine::config::MaskKind;
 use crate::engine::pipeline::{Matrix, Stage, StageId};
-use crate::tui::ViewKind;
-use crate::tui::render::Hit;
-use crate::tui::state::State;
+use crate::tui::component::Hit;
+use crate::tui::component::View;
+use crate::tui::context::Context;
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::{HBars, Legend, ValueScale};
 
 pub struct HeadsView;
@@ -22,7 +22,7 @@ pub struct HeadsView;
 /// Width of the side column (GQA groups and the per-head bars) when there is room.
 const SIDE_W: u16 = 32;
 
-fn head_matrices(state: &State) -> Vec<&Matrix> {
+fn head_matrices(state: &Context) -> Vec<&Matrix> {
     state
         .current_stage()
         .filter(|s| s.per_head)
@@ -38,7 +38,7 @@ struct Areas {
 
 /// Choose the arrangement (columns x rows of heads) that shows every row of each
 /// matrix with the widest cells.
-fn areas(state: &State, area: Rect) -> Areas {
+fn areas(state: &Context, area: Rect) -> Areas {
     let side_w = if area.width >= 100 { SIDE_W } else { 0 };
     let [main, side] = Layout::horizontal([Constraint::Fill(1), Constraint::Length(side_w)])
         .spacing(u16::from(side_w > 0))
@@ -83,7 +83,7 @@ fn shared_scale(mats: &[&Matrix]) -> ValueScale {
     ValueScale::fit(mats.iter().flat_map(|m| m.data.iter().copied()))
 }
 
-fn title(state: &State, h: usize) -> (String, Style) {
+fn title(state: &Context, h: usize) -> (String, Style) {
     let g = state.pipeline.kv_group_for(h);
     let grouped = state.pipeline.shape.kv_heads < state.heads();
     let mark = if h == state.head {
@@ -104,7 +104,7 @@ fn title(state: &State, h: usize) -> (String, Style) {
 }
 
 fn panel<'a>(
-    state: &'a State,
+    state: &'a Context,
     h: usize,
     m: &'a Matrix,
     scale: ValueScale,
@@ -127,7 +127,7 @@ fn panel<'a>(
     }
 }
 
-fn render_side(state: &State, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
+fn render_side(state: &Context, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let (r, c) = state.cursor;
     let mut y = area.y;
@@ -217,7 +217,7 @@ impl View for HeadsView {
     }
 
     /// Opening the view on a stage without heads shows the weights.
-    fn refresh(&self, state: &mut State) {
+    fn refresh(&self, state: &mut Context) {
         let ok = state
             .current_stage()
             .is_some_and(|s| s.per_head && !s.matrices.is_empty());
@@ -227,13 +227,13 @@ impl View for HeadsView {
         }
     }
 
-    fn grid(&self, state: &State) -> (usize, usize) {
+    fn grid(&self, state: &Context) -> (usize, usize) {
         head_matrices(state)
             .first()
             .map_or((0, 0), |m| m.data.dim())
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let mats = head_matrices(state);
         if mats.is_empty() {
             buf.set_stringn(
@@ -268,7 +268,7 @@ impl View for HeadsView {
         }
     }
 
-    fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
+    fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let mats = head_matrices(state);
         let a = areas(state, area);
         let scale = shared_scale(&mats);

@@ -8,14 +8,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Widget};
 
 use crate::engine::pipeline::{Explanation, RowStats, StageId};
-use crate::tui::state::State;
+use crate::tui::context::Context;
 use crate::widgets::numfmt::{fit_number, significant};
 use crate::widgets::text;
 
 /// The engine's explanation of the focused cell. For a per-head stage only the head's
 /// own matrix is explained by the engine; the K/V group matrices beside it are
 /// described from their labels.
-pub fn explanation(state: &State) -> Option<Explanation> {
+pub fn explanation(state: &Context) -> Option<Explanation> {
     let stage = state.current_stage()?;
     let (r, c) = state.cursor;
     if stage.per_head {
@@ -65,7 +65,7 @@ fn mean(v: &[RowStats]) -> RowStats {
 }
 
 /// Lines of the inspector, before wrapping: (text, style).
-pub fn lines(state: &State) -> Vec<(String, Style)> {
+pub fn lines(state: &Context) -> Vec<(String, Style)> {
     let t = &state.theme;
     let mut out: Vec<(String, Style)> = Vec::new();
     let (r, c) = state.cursor;
@@ -151,7 +151,7 @@ pub fn lines(state: &State) -> Vec<(String, Style)> {
     out
 }
 
-pub fn render(state: &State, area: Rect, buf: &mut Buffer) {
+pub fn render(state: &Context, area: Rect, buf: &mut Buffer) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_set(state.glyphs.border)

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use crate::engine::pipeline::Matrix;
-use crate::tui::state::State;
+use crate::tui::context::Context;
 use crate::widgets::heatmap::MaskFn;
 use crate::widgets::{Heatmap, HeatmapGeometry, Legend, ValueScale, text};
 
@@ -43,7 +43,7 @@ pub fn split(area: Rect, legend: bool, rows: usize) -> [Rect; 3] {
 }
 
 impl<'a> MatrixPanel<'a> {
-    pub fn heatmap(&'a self, state: &'a State) -> Heatmap<'a> {
+    pub fn heatmap(&'a self, state: &'a Context) -> Heatmap<'a> {
         Heatmap {
             data: self.matrix.data.view(),
             row_labels: &self.matrix.row_labels,
@@ -59,12 +59,12 @@ impl<'a> MatrixPanel<'a> {
         }
     }
 
-    pub fn geometry(&self, state: &State, area: Rect) -> HeatmapGeometry {
+    pub fn geometry(&self, state: &Context, area: Rect) -> HeatmapGeometry {
         let [_, grid, _] = split(area, self.legend, self.matrix.data.nrows());
         self.heatmap(state).geometry(grid)
     }
 
-    pub fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    pub fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let [title, grid, legend] = split(area, self.legend, self.matrix.data.nrows());
         let heatmap = self.heatmap(state);
         let g = heatmap.geometry(grid);

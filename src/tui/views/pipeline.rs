@@ -6,12 +6,13 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::inspector;
 use super::panel::{self, MAX_CELL, MatrixPanel};
-use super::{View, inspector};
 use crate::engine::pipeline::{Stage, StageId};
-use crate::tui::ViewKind;
-use crate::tui::render::Hit;
-use crate::tui::state::State;
+use crate::tui::component::Hit;
+use crate::tui::component::View;
+use crate::tui::context::Context;
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::{ValueScale, text};
 
 pub struct PipelineView;
@@ -28,7 +29,7 @@ struct Areas {
     inspector: Rect,
 }
 
-fn areas(state: &State, area: Rect) -> Areas {
+fn areas(state: &Context, area: Rect) -> Areas {
     let insp_w = (area.width * 3 / 8).clamp(28, 48).min(area.width / 2);
     let [left, _, inspector] = Layout::horizontal([
         Constraint::Fill(1),
@@ -57,7 +58,7 @@ const NUMBER_CELL: usize = 4;
 /// Place the stage's matrices side by side, always including the one with the cursor.
 /// If that one can show its numbers, add only neighbours that can too; otherwise show
 /// as many as fit in colour alone. Each gets room in proportion to what it would like.
-fn pane_areas(state: &State, area: Rect) -> Vec<(usize, Rect)> {
+fn pane_areas(state: &Context, area: Rect) -> Vec<(usize, Rect)> {
     let panes = state.panes();
     if panes.is_empty() {
         return Vec::new();
@@ -110,7 +111,7 @@ fn pane_areas(state: &State, area: Rect) -> Vec<(usize, Rect)> {
 }
 
 /// The names of the stage's matrices with their positions on the tab line.
-fn pane_tabs(state: &State, area: Rect) -> Vec<(Rect, usize, String)> {
+fn pane_tabs(state: &Context, area: Rect) -> Vec<(Rect, usize, String)> {
     let panes = state.panes();
     if panes.len() < 2 {
         return Vec::new();
@@ -129,7 +130,7 @@ fn pane_tabs(state: &State, area: Rect) -> Vec<(Rect, usize, String)> {
     out
 }
 
-fn render_tabs(state: &State, area: Rect, buf: &mut Buffer) {
+fn render_tabs(state: &Context, area: Rect, buf: &mut Buffer) {
     let tabs = pane_tabs(state, area);
     if tabs.is_empty() {
         return;
@@ -149,7 +150,7 @@ fn render_tabs(state: &State, area: Rect, buf: &mut Buffer) {
 }
 
 fn make_panel<'a>(
-    state: &'a State,
+    state: &'a Context,
     i: usize,
     masked: &'a dyn Fn(usize, usize) -> bool,
 ) -> Option<MatrixPanel<'a>> {
@@ -178,7 +179,7 @@ fn make_panel<'a>(
 }
 
 /// The tokens stage as a table: position, token, id and the columns it takes on screen.
-fn render_tokens(state: &State, stage: &Stage, area: Rect, buf: &mut Buffer) {
+fn render_tokens(state: &Context, stage: &Stage, area: Rect, buf: &mut Buffer) {
     let Some(ids) = stage.matrices.first() else {
         return;
     };
@@ -236,7 +237,7 @@ impl View for PipelineView {
         true
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let a = areas(state, area);
         let t = &state.theme;
         let Some(stage) = state.current_stage() else {
@@ -289,7 +290,7 @@ impl View for PipelineView {
         inspector::render(state, a.inspector, buf);
     }
 
-    fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
+    fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let a = areas(state, area);
         let pos = ratatui::layout::Position::new(x, y);
         if let Some((_, i, _)) = pane_tabs(state, a.tabs)

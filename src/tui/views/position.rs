@@ -14,18 +14,19 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
 
-use super::View;
 use super::panel::{MAX_CELL, MatrixPanel};
 use crate::engine::config::{MaskKind, PeKind, ROPE_BASE};
+use crate::engine::limits;
 use crate::engine::mask::Mask;
 use crate::engine::pe;
 use crate::engine::pipeline::{Matrix, ModelConfig, Pipeline, StageId};
 use crate::engine::problem::{AttnSpec, ProblemShape};
-use crate::tui::ViewKind;
 use crate::tui::action::Action;
-use crate::tui::keymap::{Binding, Group, KeyPat, When};
-use crate::tui::render::Hit;
-use crate::tui::state::{State, StatusKind};
+use crate::tui::component::Hit;
+use crate::tui::component::View;
+use crate::tui::context::{Context, StatusKind};
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
 use crate::widgets::{ValueScale, text};
@@ -38,6 +39,7 @@ const FILLER: &str = "<pad>";
 const SAME: f64 = 1e-9;
 const DEFAULT_SHIFT: usize = 3;
 const MAX_SHIFT: usize = 64;
+const _: () = assert!(MAX_SHIFT < limits::MAX_MODEL_TOKENS);
 
 const CMD_SHUFFLE: u8 = 0;
 const CMD_SHIFT_UP: u8 = 1;
@@ -105,6 +107,10 @@ pub struct PositionLab {
     pub perm: Vec<usize>,
     pub shuffle_seed: u64,
     pub shift: usize,
+    /// Tokens of the sentence in the shifted run: all of them, or as many as fit beside
+    /// the filler within the lesson limit (scores of a pair do not depend on the other
+    /// tokens, so the first ones compare the same).
+    pub shift_compared: usize,
     /// No PE, tokens shuffled: outputs compared row by row through the permutation.
     pub shuffle_nope: Comparison,
     /// The same with sinusoidal PE (it should differ).
@@ -161,8 +167,9 @@ impl PositionLab {
         };
         let perm = permutation(n, shuffle_seed);
         let shuffled: Vec<String> = perm.iter().map(|&i| config.tokens[i].clone()).collect();
+        let compared = n.min(limits::MAX_MODEL_TOKENS.saturating_sub(shift)).max(1);
         let mut shifted = vec![FILLER.to_string(); shift];
-        shifted.extend(config.tokens.iter().cloned());
+        shifted.extend(config.tokens.iter().take(compared).cloned());
 
         let shuffle = |pe: PeKind| -> crate::Result<Comparison> {
             let base = Pipeline::build(&with_pe(pe))?;
@@ -200,8 +207,8 @@ impl PositionLab {
             let mut max_diff: f64 = 0.0;
             for h in 0..config.heads {
                 if let (Some(s), Some(s2)) = (scores(&base, h), scores(&changed, h)) {
-                    for i in 0..n {
-                        for j in 0..n {
+                    for i in 0..compared {
+                        for j in 0..compared {
                             max_diff = max_diff.max((s[[i, j]] - s2[[i + shift, j + shift]]).abs());
                         }
                     }
@@ -237,6 +244,7 @@ impl PositionLab {
             perm: perm.clone(),
             shuffle_seed,
             shift,
+            shift_compared: compared,
             shuffle_nope: shuffle(PeKind::None)?,
             shuffle_sin: shuffle(PeKind::Sinusoidal)?,
             shift_rope: shift_cmp(PeKind::Rope { base: rope_base })?,
@@ -249,7 +257,7 @@ impl PositionLab {
 }
 
 /// (Re)build the lab if the lesson changed or an experiment setting did.
-fn ensure_lab(state: &mut State, seed: Option<u64>, shift: Option<usize>) {
+fn ensure_lab(state: &mut Context, seed: Option<u64>, shift: Option<usize>) {
     let Some(config) = state.model().cloned() else {
         return;
     };
@@ -270,7 +278,7 @@ fn ensure_lab(state: &mut State, seed: Option<u64>, shift: Option<usize>) {
     }
 }
 
-fn verdict(state: &State, diff: f64, want_same: bool) -> (String, Style) {
+fn verdict(state: &Context, diff: f64, want_same: bool) -> (String, Style) {
     let same = diff < SAME;
     let (ok, bad) = if state.glyphs.ascii {
         ("ok", "no")
@@ -314,7 +322,7 @@ fn row_preview(m: Option<&Array2<f64>>, row: usize, k: usize) -> String {
 }
 
 /// The arrow closest to an angle, for the rotation panel.
-fn angle_glyph(state: &State, theta: f64) -> &'static str {
+fn angle_glyph(state: &Context, theta: f64) -> &'static str {
     const UNI: [&str; 8] = ["→", "↗", "↑", "↖", "←", "↙", "↓", "↘"];
     const ASC: [&str; 8] = ["-", "/", "|", "\\", "-", "/", "|", "\\"];
     let k = ((theta.rem_euclid(std::f64::consts::TAU)) / (std::f64::consts::TAU / 8.0)).round()
@@ -323,7 +331,7 @@ fn angle_glyph(state: &State, theta: f64) -> &'static str {
     if state.glyphs.ascii { ASC[k] } else { UNI[k] }
 }
 
-fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
+fn render_rope(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
     let mut w = LineWriter::new(area, buf);
@@ -380,7 +388,7 @@ fn render_rope(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     );
 }
 
-fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
+fn render_alibi(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let i = state.cursor.0;
     let n = lab.config.tokens.len();
     let heads = lab.alibi_slopes.len();
@@ -412,7 +420,7 @@ fn render_alibi(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) 
     .render(state, area, buf);
 }
 
-fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
+fn render_experiments(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let mut w = LineWriter::new(area, buf);
     let n = lab.config.tokens.len();
@@ -442,14 +450,22 @@ fn render_experiments(state: &State, lab: &PositionLab, area: Rect, buf: &mut Bu
     let (s, st) = verdict(state, lab.shuffle_sin.max_diff, false);
     w.text(&format!("   sinusoidal: {s}"), st);
     w.line(vec![]);
+    let first = if lab.shift_compared < n {
+        format!(
+            "; the first {} tokens, to stay within the limit",
+            lab.shift_compared
+        )
+    } else {
+        String::new()
+    };
     w.text(
         &format!(
-            "2. shift positions by {} ({} {FILLER} in front)",
+            "2. shift positions by {} ({} {FILLER} in front{first})",
             lab.shift, lab.shift
         ),
         t.panel_title,
     );
-    if i < n && j < n {
+    if i < lab.shift_compared && j < lab.shift_compared {
         let head = state.head;
         let s0 = scores(&lab.shift_rope.base, head).map(|s| s[[i, j]]);
         let s1 = scores(&lab.shift_rope.changed, head).map(|s| s[[i + lab.shift, j + lab.shift]]);
@@ -528,11 +544,14 @@ impl View for PositionView {
         ViewKind::Position
     }
 
-    fn bindings(&self) -> &'static [Binding] {
+    fn commands(&self) -> &'static [Binding] {
         KEYS
     }
 
-    fn command(&self, state: &mut State, id: u8) {
+    fn update(&self, state: &mut Context, action: Action) {
+        let Action::ViewCommand(id) = action else {
+            return;
+        };
         let Some(lab) = state.views.get::<PositionLab>(ViewKind::Position) else {
             return;
         };
@@ -550,16 +569,16 @@ impl View for PositionView {
         }
     }
 
-    fn refresh(&self, state: &mut State) {
+    fn refresh(&self, state: &mut Context) {
         ensure_lab(state, None, None);
     }
 
-    fn grid(&self, state: &State) -> (usize, usize) {
+    fn grid(&self, state: &Context) -> (usize, usize) {
         let n = state.pipeline.shape.n_k;
         (state.pipeline.shape.n_q, n)
     }
 
-    fn subtitle(&self, state: &State) -> String {
+    fn subtitle(&self, state: &Context) -> String {
         let narrow = state.screen.0 < TWO_PAGES_BELOW;
         match state.views.get::<PositionLab>(ViewKind::Position) {
             Some(lab) if narrow && lab.page == 0 => {
@@ -573,7 +592,7 @@ impl View for PositionView {
         }
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let Some(lab) = state.views.get::<PositionLab>(ViewKind::Position) else {
             let msg = if state.source.is_model() {
                 "the experiments could not be built (see the status line)"
@@ -617,7 +636,7 @@ impl View for PositionView {
         }
     }
 
-    fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
+    fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let lab = state.views.get::<PositionLab>(ViewKind::Position)?;
         let sin_area = areas(lab, area).sinusoidal;
         if sin_area.is_empty() {

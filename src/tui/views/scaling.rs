@@ -3,17 +3,13 @@
 //! with a progress bar; Enter starts the sweep, Esc cancels it.
 //!
 //! The sweep runs off the UI thread ([`engine::scaling::Measurement`]). `update` stays
-//! pure: a key only records a *request* in [`ScalingLab`], the event loop's [`Driver`]
+//! pure: a key only records a *request* in [`ScalingLab`], the event loop's [`Driver`](crate::tui::measure::Driver)
 //! carries it out (starts or cancels the worker thread), and every report of the worker
 //! comes back as an [`Action::Measurement`] that [`receive`] folds into the lab. So a
 //! test can feed a fixed set of reports and draw exactly what a person would see, and
 //! nothing is measured unless someone presses Enter.
 //!
 //! [`engine::scaling::Measurement`]: crate::engine::scaling::Measurement
-
-mod driver;
-
-pub use driver::Driver;
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
@@ -22,13 +18,13 @@ use ratatui::style::Style;
 use ratatui::text::Span;
 use ratatui::widgets::Widget;
 
-use super::View;
 use crate::engine::memory::decimal_bytes;
 use crate::engine::scaling::{Job, KernelKind, Plan, Progress, Sample, Skip};
-use crate::tui::ViewKind;
 use crate::tui::action::Action;
-use crate::tui::keymap::{Binding, Group, KeyPat, When};
-use crate::tui::state::{State, StatusKind};
+use crate::tui::component::View;
+use crate::tui::context::{Context, StatusKind};
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::loglog::{self, LogLogChart, Series};
 use crate::widgets::text;
@@ -205,7 +201,7 @@ impl ScalingLab {
 }
 
 /// The lab, made on first use.
-fn lab_mut(state: &mut State) -> &mut ScalingLab {
+fn lab_mut(state: &mut Context) -> &mut ScalingLab {
     if state.views.get::<ScalingLab>(ViewKind::Scaling).is_none() {
         state.views.set(ViewKind::Scaling, ScalingLab::default());
     }
@@ -215,12 +211,12 @@ fn lab_mut(state: &mut State) -> &mut ScalingLab {
         .expect("the lab was just made")
 }
 
-pub fn lab(state: &State) -> Option<&ScalingLab> {
+pub fn lab(state: &Context) -> Option<&ScalingLab> {
     state.views.get::<ScalingLab>(ViewKind::Scaling)
 }
 
 /// Fold one report of the worker into the lab (the update of `Action::Measurement`).
-pub fn receive(state: &mut State, progress: Progress) {
+pub fn receive(state: &mut Context, progress: Progress) {
     let lab = lab_mut(state);
     match progress {
         Progress::Started {
@@ -267,22 +263,17 @@ pub fn receive(state: &mut State, progress: Progress) {
                 }
             }
             lab.phase = Phase::Finished { cancelled };
-            let measured = lab
-                .outcomes
-                .iter()
-                .filter(|o| matches!(o, Outcome::Measured(_)))
-                .count();
             let text = if cancelled {
-                format!("measurement cancelled after {measured} runs")
+                format!("measurement cancelled: {}", tally(lab))
             } else {
-                format!("measurement done: {measured} runs")
+                format!("measurement done: {}", tally(lab))
             };
             state.set_status(StatusKind::Info, text);
         }
     }
 }
 
-fn start(state: &mut State) {
+fn start(state: &mut Context) {
     let lab = lab_mut(state);
     if lab.phase.is_busy() {
         state.set_status(
@@ -307,7 +298,7 @@ fn start(state: &mut State) {
     );
 }
 
-fn cancel(state: &mut State) {
+fn cancel(state: &mut Context) {
     let lab = lab_mut(state);
     if !lab.phase.is_busy() {
         state.set_status(StatusKind::Info, "nothing is being measured (Enter starts)");
@@ -326,32 +317,33 @@ impl View for ScalingView {
         ViewKind::Scaling
     }
 
-    fn bindings(&self) -> &'static [Binding] {
+    fn commands(&self) -> &'static [Binding] {
         KEYS
     }
 
-    fn command(&self, state: &mut State, id: u8) {
-        match id {
-            CMD_START => start(state),
-            CMD_CANCEL => cancel(state),
+    fn update(&self, state: &mut Context, action: Action) {
+        match action {
+            Action::ViewCommand(CMD_START) => start(state),
+            Action::ViewCommand(CMD_CANCEL) => cancel(state),
+            Action::Measurement(p) => receive(state, p),
             _ => {}
         }
     }
 
-    fn refresh(&self, state: &mut State) {
+    fn refresh(&self, state: &mut Context) {
         lab_mut(state);
     }
 
-    fn grid(&self, _state: &State) -> (usize, usize) {
+    fn grid(&self, _state: &Context) -> (usize, usize) {
         (0, 0)
     }
 
-    fn subtitle(&self, _state: &State) -> String {
+    fn subtitle(&self, _state: &Context) -> String {
         "the memory wall on this CPU: time and peak memory against n, naive vs flash, measured"
             .into()
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let default = ScalingLab::default();
         let lab = lab(state).unwrap_or(&default);
         render_lab(state, lab, area, buf);
@@ -360,7 +352,7 @@ impl View for ScalingView {
 
 // ---- drawing --------------------------------------------------------------------
 
-fn kernel_marker(state: &State, k: KernelKind) -> &'static str {
+fn kernel_marker(state: &Context, k: KernelKind) -> &'static str {
     match (k, state.glyphs.ascii) {
         (KernelKind::Naive, false) => "●",
         (KernelKind::Naive, true) => "o",
@@ -369,7 +361,7 @@ fn kernel_marker(state: &State, k: KernelKind) -> &'static str {
     }
 }
 
-fn kernel_style(state: &State, k: KernelKind) -> Style {
+fn kernel_style(state: &Context, k: KernelKind) -> Style {
     match k {
         KernelKind::Naive => state.theme.group(1),
         KernelKind::Flash => state.theme.group(0),
@@ -386,7 +378,7 @@ fn ms_text(ms: f64) -> String {
     }
 }
 
-fn progress_bar(state: &State, fraction: f64, width: usize) -> String {
+fn progress_bar(state: &Context, fraction: f64, width: usize) -> String {
     let g = &state.glyphs;
     let eighths = (fraction.clamp(0.0, 1.0) * width as f64 * 8.0).round() as usize;
     let mut s = g.eighths[7].repeat(eighths / 8);
@@ -398,7 +390,27 @@ fn progress_bar(state: &State, fraction: f64, width: usize) -> String {
     format!("{s}{}", empty.repeat(pad))
 }
 
-fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
+/// The runs of a sweep, counted one way for the status line and the progress line:
+/// "20/20 runs (16 measured, 4 skipped)".
+fn tally(lab: &ScalingLab) -> String {
+    let count = |f: fn(&Outcome) -> bool| lab.outcomes.iter().filter(|o| f(o)).count();
+    let done = count(Outcome::is_done);
+    let mut parts = vec![format!(
+        "{} measured",
+        count(|o| matches!(o, Outcome::Measured(_)))
+    )];
+    let skipped = count(|o| matches!(o, Outcome::Skipped(_)));
+    if skipped > 0 {
+        parts.push(format!("{skipped} skipped"));
+    }
+    let failed = count(|o| matches!(o, Outcome::Failed(_)));
+    if failed > 0 {
+        parts.push(format!("{failed} failed"));
+    }
+    format!("{done}/{} runs ({})", lab.jobs.len(), parts.join(", "))
+}
+
+fn render_lab(state: &Context, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let mut w = LineWriter::new(area, buf);
     let total = lab.jobs.len();
@@ -448,7 +460,7 @@ fn render_lab(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
             };
             w.line(vec![
                 bar(lab.fraction()),
-                Span::styled(format!("  {what}: {done}/{total} runs"), style),
+                Span::styled(format!("  {what}: {}", tally(lab)), style),
                 Span::styled("  Enter measures again", t.dim),
             ]);
         }
@@ -531,7 +543,7 @@ type Point = (f64, f64);
 /// One chart line: its name, its points and the kernel it measured.
 type Line = (&'static str, Vec<Point>, KernelKind);
 
-fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
+fn render_charts(state: &Context, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let ns = &lab.plan.ns;
     let x_range = (
@@ -607,7 +619,7 @@ fn render_charts(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) 
     }
 }
 
-fn render_table(state: &State, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
+fn render_table(state: &Context, lab: &ScalingLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let mut w = LineWriter::new(area, buf);
     let cols = [8usize, 12, 12, 9, 12, 12, 12];

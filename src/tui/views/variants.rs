@@ -17,7 +17,6 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
 
-use super::View;
 use super::decode::HeadInputs;
 use super::panel::{MAX_CELL, MatrixPanel};
 use crate::engine::config::{BIGBIRD_DEFAULT, BigBird, MaskKind};
@@ -26,10 +25,11 @@ use crate::engine::pipeline::{Matrix, Pipeline};
 use crate::engine::variants::{
     self, BigBirdPattern, CellKind, LinearVsSoftmax, SlidingWindow, TileCounts,
 };
-use crate::tui::ViewKind;
 use crate::tui::action::Action;
-use crate::tui::keymap::{Binding, Group, KeyPat, When};
-use crate::tui::state::{State, StatusKind};
+use crate::tui::component::View;
+use crate::tui::context::{Context, StatusKind};
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::ValueScale;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
@@ -245,11 +245,11 @@ impl VariantsLab {
     }
 }
 
-fn lab(state: &State) -> Option<&VariantsLab> {
+fn lab(state: &Context) -> Option<&VariantsLab> {
     state.views.get::<VariantsLab>(ViewKind::Variants)
 }
 
-fn rebuild(state: &mut State, settings: Option<Settings>) {
+fn rebuild(state: &mut Context, settings: Option<Settings>) {
     let n = state.pipeline.shape.n_k;
     let mut s = settings
         .or_else(|| lab(state).map(|l| l.settings))
@@ -260,7 +260,7 @@ fn rebuild(state: &mut State, settings: Option<Settings>) {
     state.views.set(ViewKind::Variants, lab);
 }
 
-fn change(state: &mut State, id: u8) {
+fn change(state: &mut Context, id: u8) {
     let Some(mut s) = lab(state).map(|l| l.settings) else {
         return;
     };
@@ -304,24 +304,27 @@ impl View for VariantsView {
         ViewKind::Variants
     }
 
-    fn bindings(&self) -> &'static [Binding] {
+    fn commands(&self) -> &'static [Binding] {
         KEYS
     }
 
-    fn command(&self, state: &mut State, id: u8) {
+    fn update(&self, state: &mut Context, action: Action) {
+        let Action::ViewCommand(id) = action else {
+            return;
+        };
         change(state, id);
     }
 
-    fn refresh(&self, state: &mut State) {
+    fn refresh(&self, state: &mut Context) {
         rebuild(state, None);
     }
 
-    fn grid(&self, state: &State) -> (usize, usize) {
+    fn grid(&self, state: &Context) -> (usize, usize) {
         let n = state.pipeline.shape.n_k;
         (n, n)
     }
 
-    fn subtitle(&self, state: &State) -> String {
+    fn subtitle(&self, state: &Context) -> String {
         let mode = lab(state).map_or(Mode::Window, |l| l.settings.mode);
         format!(
             "sliding window · BigBird · linear attention: {} (v switches)",
@@ -329,7 +332,7 @@ impl View for VariantsView {
         )
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let Some(lab) = lab(state) else {
             LineWriter::new(area, buf).text("preparing the variants...", state.theme.dim);
             return;
@@ -393,7 +396,7 @@ impl CellGrid<'_> {
         (label_w + 1 + 2 * n_cols) as u16
     }
 
-    fn render(self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(self, state: &Context, area: Rect, buf: &mut Buffer) {
         let th = &state.theme;
         let g = &state.glyphs;
         let mut w = LineWriter::new(area, buf);
@@ -447,7 +450,7 @@ impl CellGrid<'_> {
     }
 }
 
-fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer) {
+fn render_window(state: &Context, lab: &VariantsLab, area: Rect, buf: &mut Buffer) {
     let th = &state.theme;
     let sw = match &lab.sliding {
         Ok(sw) => sw,
@@ -612,7 +615,7 @@ fn render_window(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer)
     }
 }
 
-fn cell_glyph(state: &State, k: CellKind) -> (&'static str, Style) {
+fn cell_glyph(state: &Context, k: CellKind) -> (&'static str, Style) {
     let th = &state.theme;
     match k {
         CellKind::Global => ("G", th.group(0)),
@@ -631,7 +634,7 @@ fn kind_name(k: CellKind) -> &'static str {
     }
 }
 
-fn render_bigbird(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer) {
+fn render_bigbird(state: &Context, lab: &VariantsLab, area: Rect, buf: &mut Buffer) {
     let th = &state.theme;
     let bb = match &lab.bigbird {
         Ok(b) => b,
@@ -742,7 +745,7 @@ fn render_bigbird(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer
     );
 }
 
-fn render_linear(state: &State, lab: &VariantsLab, area: Rect, buf: &mut Buffer) {
+fn render_linear(state: &Context, lab: &VariantsLab, area: Rect, buf: &mut Buffer) {
     let th = &state.theme;
     let all = match &lab.linear {
         Ok(l) => l,

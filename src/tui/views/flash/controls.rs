@@ -4,55 +4,14 @@
 //! block size or loop order reruns the instrumented kernel through the engine.
 
 use super::lab::{FlashLab, LabKey, default_block, fit_blocks};
+use super::settings::TILE_RATES;
 use crate::engine::flash::LoopOrder;
-use crate::tui::ViewKind;
 use crate::tui::action::FlashAction;
-use crate::tui::state::{State, StatusKind};
-
-/// Tiles per second that `f` and `F` step through.
-pub const TILE_RATES: [f64; 8] = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-const DEFAULT_RATE: usize = 2;
+use crate::tui::context::{Context, StatusKind};
+use crate::tui::view_kind::ViewKind;
 
 /// Block sizes step by one up to this, then double (and halve back down).
 const FINE_STEPS_UP_TO: usize = 8;
-
-/// What the person has chosen in the flash view; the tile on screen is the cell cursor.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FlashControls {
-    /// Query rows per block; None: chosen from the sequence length.
-    pub br: Option<usize>,
-    /// Keys per block; None: chosen from the sequence length.
-    pub bc: Option<usize>,
-    pub order: LoopOrder,
-    pub playing: bool,
-    /// Index into [`TILE_RATES`].
-    pub rate: usize,
-    /// Milliseconds since the last tile while playing.
-    pub elapsed_ms: f64,
-}
-
-impl Default for FlashControls {
-    fn default() -> Self {
-        FlashControls {
-            br: None,
-            bc: None,
-            order: LoopOrder::Fa2,
-            playing: false,
-            rate: DEFAULT_RATE,
-            elapsed_ms: 0.0,
-        }
-    }
-}
-
-impl FlashControls {
-    pub fn tiles_per_second(&self) -> f64 {
-        TILE_RATES[self.rate.min(TILE_RATES.len() - 1)]
-    }
-
-    fn interval_ms(&self) -> f64 {
-        1000.0 / self.tiles_per_second()
-    }
-}
 
 /// The lab, or why there is none.
 #[derive(Debug)]
@@ -61,14 +20,14 @@ pub struct FlashStore {
     pub lab: Result<Box<FlashLab>, String>,
 }
 
-pub fn lab(state: &State) -> Option<&FlashLab> {
+pub fn lab(state: &Context) -> Option<&FlashLab> {
     state
         .views
         .get::<FlashStore>(ViewKind::Flash)
         .and_then(|s| s.lab.as_deref().ok())
 }
 
-fn lab_mut(state: &mut State) -> Option<&mut FlashLab> {
+fn lab_mut(state: &mut Context) -> Option<&mut FlashLab> {
     state
         .views
         .get_mut::<FlashStore>(ViewKind::Flash)
@@ -76,7 +35,7 @@ fn lab_mut(state: &mut State) -> Option<&mut FlashLab> {
 }
 
 /// The key the lab should have now, with the blocks actually used.
-fn wanted_key(state: &State) -> LabKey {
+fn wanted_key(state: &Context) -> LabKey {
     let sh = state.pipeline.shape;
     let c = state.flash;
     let br = c.br.unwrap_or_else(|| default_block(sh.n_q));
@@ -94,7 +53,7 @@ fn wanted_key(state: &State) -> LabKey {
 }
 
 /// Build the lab if it is missing or was built for other inputs; true if it changed.
-pub fn ensure_lab(state: &mut State) -> bool {
+pub fn ensure_lab(state: &mut Context) -> bool {
     let key = wanted_key(state);
     if let Some(store) = state.views.get::<FlashStore>(ViewKind::Flash)
         && store.key == key
@@ -126,7 +85,7 @@ pub fn ensure_lab(state: &mut State) -> bool {
 
 /// The view opens, the pipeline changes or a script step arrives: rebuild what is stale
 /// and move to the first tile a script highlights.
-pub fn refresh(state: &mut State) {
+pub fn refresh(state: &mut Context) {
     ensure_lab(state);
     let tiles = state.tiles.clone();
     let Some(lab) = lab_mut(state) else {
@@ -143,14 +102,14 @@ pub fn refresh(state: &mut State) {
 }
 
 /// The tile shown: the cursor, clamped to the grid.
-pub fn current_tile(state: &State, lab: &FlashLab) -> (usize, usize) {
+pub fn current_tile(state: &Context, lab: &FlashLab) -> (usize, usize) {
     (
         state.cursor.0.min(lab.tr() - 1),
         state.cursor.1.min(lab.tc() - 1),
     )
 }
 
-fn go_to(state: &mut State, k: usize) {
+fn go_to(state: &mut Context, k: usize) {
     if let Some(lab) = lab(state) {
         state.cursor = lab.tile_at(k);
     }
@@ -170,7 +129,7 @@ fn shrink(b: usize) -> usize {
 }
 
 /// Change Br (`rows`) or Bc and rerun; say so, and say when a limit held it back.
-fn resize_blocks(state: &mut State, rows: bool, up: bool) {
+fn resize_blocks(state: &mut Context, rows: bool, up: bool) {
     let Some(l) = lab(state) else { return };
     let (n, now) = if rows {
         (l.trace.n_q, l.key.br)
@@ -194,7 +153,10 @@ fn resize_blocks(state: &mut State, rows: bool, up: bool) {
         state.flash.bc = Some(asked);
     }
     ensure_lab(state);
-    state.clamp();
+    if let Some(l) = lab(state) {
+        let grid = (l.tr(), l.tc());
+        state.clamp_cursor(grid);
+    }
     let Some(lab) = lab(state) else {
         return;
     };
@@ -216,7 +178,7 @@ fn resize_blocks(state: &mut State, rows: bool, up: bool) {
 }
 
 /// Handle one of the flash view's actions.
-pub fn update(state: &mut State, action: FlashAction) {
+pub fn update(state: &mut Context, action: FlashAction) {
     ensure_lab(state);
     let Some(lab) = lab(state) else {
         let why = state
@@ -303,7 +265,7 @@ pub fn update(state: &mut State, action: FlashAction) {
 
 /// Time passes: while playing in the flash view, move on one tile per interval and stop
 /// at the last.
-pub fn tick(state: &mut State, ms: u64) {
+pub fn tick(state: &mut Context, ms: u64) {
     if state.view != ViewKind::Flash || !state.flash.playing {
         return;
     }
@@ -332,7 +294,7 @@ pub fn tick(state: &mut State, ms: u64) {
 }
 
 /// Milliseconds until the animation shows the next tile, if it is playing.
-pub fn next_tile_in_ms(state: &State) -> Option<u64> {
+pub fn next_tile_in_ms(state: &Context) -> Option<u64> {
     if state.view != ViewKind::Flash || !state.flash.playing {
         return None;
     }

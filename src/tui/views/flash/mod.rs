@@ -12,22 +12,22 @@
 mod controls;
 mod lab;
 mod panels;
+pub mod settings;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-use super::View;
-use crate::tui::ViewKind;
 use crate::tui::action::{Action, FlashAction};
-use crate::tui::keymap::{Binding, Group, KeyPat, When};
-use crate::tui::render::Hit;
-use crate::tui::state::State;
+use crate::tui::component::Hit;
+use crate::tui::component::View;
+use crate::tui::context::Context;
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
 use crate::widgets::text;
 
-pub use controls::{
-    FlashControls, FlashStore, TILE_RATES, current_tile, lab, next_tile_in_ms, tick, update,
-};
+pub use controls::{FlashStore, current_tile, lab, next_tile_in_ms, tick, update};
 pub use lab::{FlashLab, LabKey, MAX_TILES, default_block, fit_blocks};
+pub use settings::{FlashControls, TILE_RATES};
 
 pub struct FlashView;
 
@@ -156,19 +156,27 @@ impl View for FlashView {
         ViewKind::Flash
     }
 
-    fn bindings(&self) -> &'static [Binding] {
+    fn commands(&self) -> &'static [Binding] {
         KEYS
     }
 
-    fn refresh(&self, state: &mut State) {
+    fn update(&self, state: &mut Context, action: Action) {
+        match action {
+            Action::Flash(a) => controls::update(state, a),
+            Action::Tick { ms } => controls::tick(state, ms),
+            _ => {}
+        }
+    }
+
+    fn refresh(&self, state: &mut Context) {
         controls::refresh(state);
     }
 
-    fn grid(&self, state: &State) -> (usize, usize) {
+    fn grid(&self, state: &Context) -> (usize, usize) {
         lab(state).map_or((0, 0), |l| (l.tr(), l.tc()))
     }
 
-    fn subtitle(&self, state: &State) -> String {
+    fn subtitle(&self, state: &Context) -> String {
         match lab(state) {
             Some(l) => format!(
                 "FlashAttention tile by tile: the kernel's own tiled code, recorded, on head {} (K/V group {})",
@@ -179,11 +187,11 @@ impl View for FlashView {
         }
     }
 
-    fn numbers(&self, state: &State) -> Option<String> {
+    fn numbers(&self, state: &Context) -> Option<String> {
         lab(state).map(|l| format!("numbers: f32 kernel ({}) vs f64", l.trace.tier))
     }
 
-    fn render(&self, state: &State, area: Rect, buf: &mut Buffer) {
+    fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let store = state.views.get::<FlashStore>(ViewKind::Flash);
         match store.map(|s| &s.lab) {
             Some(Ok(lab)) => panels::render(state, lab, area, buf),
@@ -192,14 +200,14 @@ impl View for FlashView {
         }
     }
 
-    fn hit_test(&self, state: &State, area: Rect, x: u16, y: u16) -> Option<Hit> {
+    fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let lab = lab(state)?;
         let (row, col) = panels::tile_at(state, lab, area, x, y)?;
         Some(Hit::Cell { sub: 0, row, col })
     }
 }
 
-fn message(state: &State, why: &str, area: Rect, buf: &mut Buffer) {
+fn message(state: &Context, why: &str, area: Rect, buf: &mut Buffer) {
     let lines = text::wrap(&state.glyphs.text(why), area.width as usize);
     for (k, l) in lines.iter().take(area.height as usize).enumerate() {
         buf.set_stringn(

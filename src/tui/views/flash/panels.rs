@@ -14,7 +14,7 @@ use super::lab::FlashLab;
 use crate::engine::flash::LoopOrder;
 use crate::engine::mask::TileClass;
 use crate::engine::memory::group_digits;
-use crate::tui::state::State;
+use crate::tui::context::Context;
 use crate::widgets::heatmap::MaskFn;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
@@ -135,7 +135,7 @@ fn marks(lab: &FlashLab, k: usize) -> Vec<TileMark> {
 }
 
 fn grid_widget<'a>(
-    state: &'a State,
+    state: &'a Context,
     marks: &'a [TileMark],
     rows: &'a [String],
     cols: &'a [String],
@@ -166,7 +166,7 @@ fn grid_widget<'a>(
 
 /// The tile under a click.
 pub fn tile_at(
-    state: &State,
+    state: &Context,
     lab: &FlashLab,
     area: Rect,
     x: u16,
@@ -190,7 +190,7 @@ fn small(x: f64) -> String {
     }
 }
 
-pub fn render(state: &State, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
+pub fn render(state: &Context, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
     if area.height < 4 || area.width < 20 {
         return;
     }
@@ -229,7 +229,7 @@ fn order_name(order: LoopOrder) -> &'static str {
 }
 
 fn render_status(
-    state: &State,
+    state: &Context,
     lab: &FlashLab,
     tile: (usize, usize),
     k: usize,
@@ -289,7 +289,7 @@ fn render_status(
     Line::from(spans).render(area, buf);
 }
 
-fn render_legend(state: &State, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
+fn render_legend(state: &Context, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = TileGlyphs::new(state.glyphs.ascii);
     let mut w = LineWriter::new(area, buf);
@@ -383,7 +383,7 @@ fn pack(sizes: &[(u16, u16)], area: Rect) -> Option<Vec<Rect>> {
 /// Draw the SRAM panel: what is on chip for tile (i, j). Returns the first line below
 /// what it drew.
 fn render_sram(
-    state: &State,
+    state: &Context,
     lab: &FlashLab,
     (i, j): (usize, usize),
     area: Rect,
@@ -502,7 +502,7 @@ fn render_sram(
     bottom
 }
 
-fn render_block(state: &State, b: &Block, area: Rect, cell: u16, buf: &mut Buffer) {
+fn render_block(state: &Context, b: &Block, area: Rect, cell: u16, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
     buf.set_stringn(
@@ -582,7 +582,7 @@ fn vector(values: &[f64], width: usize, unicode: bool) -> String {
 }
 
 /// The online softmax of each row of the tile's query block, and how close O is.
-fn render_rows(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut Buffer) {
+fn render_rows(state: &Context, lab: &FlashLab, k: usize, area: Rect, buf: &mut Buffer) {
     if area.height < 3 {
         return;
     }
@@ -767,7 +767,7 @@ fn distance_line(lab: &FlashLab, k: usize) -> (String, Tone) {
 
 /// The block's distance from the reference after each of its tiles so far, on a log
 /// scale: the online softmax converging.
-fn render_convergence(state: &State, lab: &FlashLab, k: usize, w: &mut LineWriter) {
+fn render_convergence(state: &Context, lab: &FlashLab, k: usize, w: &mut LineWriter) {
     let t = &state.theme;
     let g = &state.glyphs;
     let b = lab.event(k).q_block;
@@ -812,7 +812,7 @@ fn render_convergence(state: &State, lab: &FlashLab, k: usize, w: &mut LineWrite
 }
 
 /// Every row's output so far: finished blocks are final, others partial.
-fn render_output(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut Buffer) {
+fn render_output(state: &Context, lab: &FlashLab, k: usize, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
     let (o, done): (Array2<f64>, Vec<bool>) = lab.output_after(k);
@@ -851,7 +851,7 @@ fn render_output(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut 
 }
 
 /// The elements each algorithm moves between HBM and SRAM, from the engine's walk.
-fn render_traffic(state: &State, lab: &FlashLab, k: usize, area: Rect, buf: &mut Buffer) {
+fn render_traffic(state: &Context, lab: &FlashLab, k: usize, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
     let wide = area.width >= 110;

@@ -1,13 +1,13 @@
 //! The event loop's side of the scaling view: it carries out the lab's requests (start
 //! or cancel the worker thread) and turns the worker's reports into actions. It reads
-//! the state and changes it only through `update`.
+//! the state and changes it only through `update`. App code: the view itself only
+//! records requests and folds reports in.
 
 use crate::engine::scaling::{Measurement, Progress};
 use crate::tui::action::Action;
 use crate::tui::state::State;
 use crate::tui::update::update;
-
-use super::{Request, lab};
+use crate::tui::views::scaling::{Request, lab};
 
 /// Owns the worker of the sweep that is running, if any.
 #[derive(Debug, Default)]

@@ -1,0 +1,297 @@
+//! The range of numbers each attention path can hold, checked before it runs: every path
+//! gives the right answer for any finite input it accepts, and refuses the rest with a
+//! message that names the limit. Never NaN, never a silent full mask.
+//!
+//! Why this is sound. A path goes wrong only when an intermediate value overflows its
+//! float type: a score (inf - inf = NaN), a packed query (q * scale * log2 e in the
+//! kernel), a running sum of V, or the log-sum-exp. Each is bounded before the run, in
+//! f64, from the inputs' magnitudes:
+//! - a score: |scale q_i . k_j| <= |scale| max|q_i| max|k_j| (Cauchy-Schwarz, which also
+//!   bounds every partial sum of the dot product), plus ALiBi's |m_h| max(Nq, Nk);
+//! - a file mask's biases are shifted per row by the row's largest finite bias
+//!   ([`crate::attn::mask::Mask::row_shift`]), which leaves the softmax as it is, so
+//!   every shifted bias lies in [-inf, 0]. A shifted bias too negative for f32 becomes
+//!   -inf, and that is exact: a key whose logit is below the row's best by more than
+//!   2^127 has weight exp(-2^127) = 0 in any precision, as long as scores stay below the
+//!   limit (2^125, an eighth of f32's range) checked here;
+//! - the log-sum-exp is at most the score bound + ln Nk + the largest row shift, and must
+//!   round to a finite value of the path's type;
+//! - O's accumulator holds at most Nk max|v| (unnormalised weights are <= 1).
+//!
+//! If the bounds hold, nothing overflows, so the result is the correctly rounded
+//! softmax of the (rounded) logits; if not, the f32 paths refuse and name the limit, and
+//! `compute --kernel auto` takes the f64 reference path instead, whose own limits are
+//! those of f64 (about 1e307). Inputs merely outside f32's range (f64 files holding 1e100 or
+//! 1e-300) are first brought into it by exact powers of two (see
+//! `engine::fit_f32`), so only scores that truly overflow are refused.
+
+use crate::attn::problem::{AttnSpec, ProblemShape};
+use crate::error::{Error, Result};
+
+/// The path a range check is for: its float type and the order of its operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// f64 loops: dot product first, then the scale.
+    Reference,
+    /// f32 score matrix: dot product first, then the scale.
+    Naive,
+    /// The f32 tiled kernel: Q is multiplied by scale * log2 e first, work in base 2.
+    Flash,
+}
+
+impl PathKind {
+    fn name(self) -> &'static str {
+        match self {
+            PathKind::Reference => "the f64 reference path",
+            PathKind::Naive => "the f32 naive path",
+            PathKind::Flash => "the f32 flash kernel",
+        }
+    }
+
+    /// The largest magnitude an intermediate may have: an eighth of the type's range,
+    /// so that the sums and differences of two such values stay finite.
+    pub fn limit(self) -> f64 {
+        match self {
+            PathKind::Reference => f64::MAX / 8.0,
+            PathKind::Naive | PathKind::Flash => f32::MAX as f64 / 8.0,
+        }
+    }
+}
+
+/// The magnitudes of Q, K and V that the bounds need.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Magnitudes {
+    /// max |q_ic| and max_i ||q_i||.
+    pub q_abs: f64,
+    pub q_norm: f64,
+    pub k_abs: f64,
+    pub k_norm: f64,
+    pub v_abs: f64,
+}
+
+/// max |x| and the largest Euclidean norm of the rows; Err names the first value that is
+/// not finite.
+pub fn abs_and_norm<R, I>(rows: R) -> std::result::Result<(f64, f64), f64>
+where
+    R: IntoIterator<Item = I>,
+    I: IntoIterator<Item = f64>,
+{
+    let (mut abs, mut norm) = (0.0f64, 0.0f64);
+    for row in rows {
+        let mut ss = 0.0f64;
+        // A scale keeps the sum of squares finite for any finite row (up to f64::MAX).
+        let row: Vec<f64> = row.into_iter().collect();
+        if let Some(&x) = row.iter().find(|x| !x.is_finite()) {
+            return Err(x);
+        }
+        let big = row.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        if big > 0.0 {
+            for x in &row {
+                ss += (x / big) * (x / big);
+            }
+        }
+        abs = abs.max(big);
+        norm = norm.max(big * ss.sqrt());
+    }
+    Ok((abs, norm))
+}
+
+/// [`abs_and_norm`] of rows of `width` f32 values, without copying them (f32 squares
+/// cannot overflow f64).
+fn slice_abs_and_norm(x: &[f32], width: usize) -> std::result::Result<(f64, f64), f32> {
+    let (mut abs, mut norm2) = (0.0f64, 0.0f64);
+    for row in x.chunks(width.max(1)) {
+        let mut ss = 0.0f64;
+        for &y in row {
+            if !y.is_finite() {
+                return Err(y);
+            }
+            let y = y as f64;
+            abs = abs.max(y.abs());
+            ss += y * y;
+        }
+        norm2 = norm2.max(ss);
+    }
+    Ok((abs, norm2.sqrt()))
+}
+
+impl Magnitudes {
+    /// From row-major Q [.., d], K [.., d], V [.., dv] slices.
+    pub fn of_f32(q: &[f32], k: &[f32], v: &[f32], d: usize, dv: usize) -> Result<Magnitudes> {
+        let bad = |name: &str, x: f32| {
+            Error::usage(format!(
+                "{name} holds {x}; every value must be a finite number"
+            ))
+        };
+        let (q_abs, q_norm) = slice_abs_and_norm(q, d).map_err(|x| bad("Q", x))?;
+        let (k_abs, k_norm) = slice_abs_and_norm(k, d).map_err(|x| bad("K", x))?;
+        let (v_abs, _) = slice_abs_and_norm(v, dv).map_err(|x| bad("V", x))?;
+        Ok(Magnitudes {
+            q_abs,
+            q_norm,
+            k_abs,
+            k_norm,
+            v_abs,
+        })
+    }
+
+    /// From Q, K and V given as rows.
+    pub fn of_rows<R, I>(q: R, k: R, v: R) -> Result<Magnitudes>
+    where
+        R: IntoIterator<Item = I>,
+        I: IntoIterator<Item = f64>,
+    {
+        let bad = |name: &str, x: f64| {
+            Error::usage(format!(
+                "{name} holds {x}; every value must be a finite number"
+            ))
+        };
+        let (q_abs, q_norm) = abs_and_norm(q).map_err(|x| bad("Q", x))?;
+        let (k_abs, k_norm) = abs_and_norm(k).map_err(|x| bad("K", x))?;
+        let (v_abs, _) = abs_and_norm(v).map_err(|x| bad("V", x))?;
+        Ok(Magnitudes {
+            q_abs,
+            q_norm,
+            k_abs,
+            k_norm,
+            v_abs,
+        })
+    }
+}
+
+/// True if `x` is a number no larger than `limit` (NaN and infinity are not).
+fn within(x: f64, limit: f64) -> bool {
+    x <= limit
+}
+
+/// The bound on |score| (natural units, ALiBi included) for these magnitudes.
+pub fn score_bound(shape: &ProblemShape, m: &Magnitudes, spec: &AttnSpec) -> f64 {
+    let alibi = spec.alibi.as_ref().map_or(0.0, |slopes| {
+        let steepest = slopes.iter().fold(0.0f64, |a, s| a.max(s.abs()));
+        steepest * shape.n_q.max(shape.n_k) as f64
+    });
+    spec.scale.abs() * m.q_norm * m.k_norm + alibi
+}
+
+/// Check that `path` holds every intermediate value of this problem (see the module
+/// comment); the error names the quantity, its bound and the limit.
+pub fn check(path: PathKind, shape: &ProblemShape, m: &Magnitudes, spec: &AttnSpec) -> Result<()> {
+    let limit = path.limit();
+    let base2 = if path == PathKind::Flash {
+        std::f64::consts::LOG2_E
+    } else {
+        1.0
+    };
+    let hint = match path {
+        PathKind::Reference => "scale the inputs down".to_string(),
+        _ => format!(
+            "the f64 reference path (--kernel reference, or auto) holds up to {:.1e}",
+            PathKind::Reference.limit()
+        ),
+    };
+    let refuse = |what: String, bound: f64| {
+        Err(Error::usage(format!(
+            "{what} could reach {bound:.3e}, beyond the {limit:.3e} that {} holds without overflow; {hint}",
+            path.name()
+        )))
+    };
+    if !spec.scale.is_finite() {
+        return refuse("the scale".into(), spec.scale.abs());
+    }
+    let scores = score_bound(shape, m, spec);
+    if !within(scores * base2, limit) {
+        return refuse(
+            format!(
+                "the scores (|scale| {:.3e} x max |q_i| {:.3e} x max |k_j| {:.3e}, plus ALiBi)",
+                spec.scale.abs(),
+                m.q_norm,
+                m.k_norm
+            ),
+            scores,
+        );
+    }
+    match path {
+        PathKind::Flash => {
+            let packed = m.q_abs * spec.scale.abs() * base2;
+            if !within(packed, limit) {
+                return refuse("Q times the scale".into(), packed);
+            }
+        }
+        PathKind::Naive | PathKind::Reference => {
+            let dot = m.q_norm * m.k_norm;
+            if !within(dot, limit) {
+                return refuse("the unscaled dot products q . k".into(), dot);
+            }
+        }
+    }
+    // A row's log-sum-exp is its shift plus at most the score bound and ln Nk; it is
+    // written in the path's type, so that sum must round to a finite value there (the
+    // float32 minimum, -3.4e38, as the shift of a row PyTorch masked whole, does).
+    let lse = scores + (shape.n_k as f64).ln() + spec.mask.max_row_shift();
+    let lse_fits = match path {
+        PathKind::Reference => lse.is_finite(),
+        PathKind::Naive | PathKind::Flash => (lse as f32).is_finite(),
+    };
+    if !lse_fits {
+        return refuse("the log-sum-exp of a row".into(), lse);
+    }
+    let sums = match path {
+        // The kernel's accumulator holds unnormalised weights (each <= 1) times V.
+        PathKind::Flash | PathKind::Reference => m.v_abs * shape.n_k as f64,
+        // The naive path multiplies normalised weights by V.
+        PathKind::Naive => m.v_abs,
+    };
+    if !within(sums, limit) {
+        return refuse("the weighted sums of V".into(), sums);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attn::mask::Mask;
+
+    fn spec(shape: &ProblemShape, scale: f64) -> AttnSpec {
+        let mask = Mask::resolve(&Default::default(), 1, 1, shape.n_q, shape.n_k).unwrap();
+        AttnSpec::new(shape, mask, false, Some(scale))
+    }
+
+    #[test]
+    fn norms_hold_for_any_finite_row() {
+        let (abs, norm) = abs_and_norm([vec![3.0, -4.0], vec![1.0, 0.0]]).unwrap();
+        assert_eq!((abs, norm), (4.0, 5.0));
+        let (_, norm) = abs_and_norm([vec![f64::MAX, f64::MAX]]).unwrap();
+        assert!(norm.is_infinite() || norm > f64::MAX / 2.0);
+        assert!(abs_and_norm([vec![1.0, f64::NAN]]).unwrap_err().is_nan());
+    }
+
+    #[test]
+    fn scores_that_overflow_f32_are_refused_by_the_f32_paths_only() {
+        let shape = ProblemShape::from_dims([1, 1, 1, 1], [1, 1, 2, 1], [1, 1, 2, 1]).unwrap();
+        let m = Magnitudes::of_rows(
+            vec![vec![3e19]],
+            vec![vec![3e19], vec![1e19]],
+            vec![vec![1.0], vec![2.0]],
+        )
+        .unwrap();
+        let sp = spec(&shape, 1.0);
+        for path in [PathKind::Naive, PathKind::Flash] {
+            let err = check(path, &shape, &m, &sp).unwrap_err().to_string();
+            assert!(
+                err.contains("scores") && err.contains("--kernel reference"),
+                "{err}"
+            );
+        }
+        check(PathKind::Reference, &shape, &m, &sp).unwrap();
+        let small = Magnitudes::of_rows(
+            vec![vec![3.0]],
+            vec![vec![3.0], vec![1.0]],
+            vec![vec![1.0], vec![2.0]],
+        )
+        .unwrap();
+        check(PathKind::Flash, &shape, &small, &sp).unwrap();
+        let err = check(PathKind::Flash, &shape, &small, &spec(&shape, 1e38)).unwrap_err();
+        assert!(err.to_string().contains("limit") || err.to_string().contains("beyond"));
+    }
+}

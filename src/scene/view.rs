@@ -1,0 +1,68 @@
+//! The views a scene can open, in the scene's own terms (the names scene files use).
+//! The app maps each onto one of its views; a scene never depends on the app.
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SceneView {
+    /// The stages one at a time, with the cell inspector.
+    #[default]
+    Pipeline,
+    /// Every head's weights side by side.
+    Heads,
+    /// Position encodings and their experiments.
+    Position,
+    /// FlashAttention tile by tile.
+    Flash,
+    /// KV-cache decoding and GQA groups.
+    Decode,
+    /// Sliding window, BigBird, linear attention.
+    Variants,
+    /// Time and memory against n.
+    Scaling,
+}
+
+impl SceneView {
+    pub const ALL: [SceneView; 7] = [
+        SceneView::Pipeline,
+        SceneView::Heads,
+        SceneView::Position,
+        SceneView::Flash,
+        SceneView::Decode,
+        SceneView::Variants,
+        SceneView::Scaling,
+    ];
+
+    /// The name scene files write (`view = "flash"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SceneView::Pipeline => "pipeline",
+            SceneView::Heads => "heads",
+            SceneView::Position => "position",
+            SceneView::Flash => "flash",
+            SceneView::Decode => "decode",
+            SceneView::Variants => "variants",
+            SceneView::Scaling => "scaling",
+        }
+    }
+}
+
+impl fmt::Display for SceneView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SceneView {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SceneView::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = SceneView::ALL.iter().map(|v| v.name()).collect();
+                format!("unknown view '{s}'; expected one of {}", names.join(", "))
+            })
+    }
+}

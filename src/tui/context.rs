@@ -1,0 +1,290 @@
+//! What every view reads: where the numbers come from, the engine's pipeline built from
+//! them, the selection (view, stage, head, cursor, highlights), the status line and the
+//! look (theme, glyphs, options), and one slot per view for the data it derives.
+//!
+//! This is the part of the app's state that views see. The app's own state
+//! ([`State`](super::state::State)) holds a [`Context`] and adds what only the app
+//! handles (overlays, the script being played, quitting); views never import it.
+
+use std::any::Any;
+use std::collections::HashMap;
+
+use ndarray::Array3;
+
+use crate::cli::{Lang, ThemeName};
+use crate::engine::config::{MaskKind, PeKind};
+use crate::engine::pipeline::{Matrix, ModelConfig, Pipeline, RowStats, Stage, StageId};
+use crate::error::Result;
+use crate::tui::theme::Theme;
+use crate::tui::view_kind::ViewKind;
+use crate::tui::views::flash::settings::FlashControls;
+use crate::widgets::text::escape_controls;
+use crate::widgets::{ColorDepth, Glyphs};
+
+/// How the app looks and behaves, independent of the data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppOptions {
+    pub lang: Lang,
+    pub theme: Option<ThemeName>,
+    pub depth: ColorDepth,
+    pub ascii: bool,
+    pub mouse: bool,
+    /// Shown in the header: the scene's name or the files' names (control characters
+    /// escaped).
+    pub title: String,
+    /// The kernel's SIMD tier, shown in the header; None in recordings and snapshots,
+    /// which must be the same on every machine.
+    pub simd: Option<&'static str>,
+}
+
+impl AppOptions {
+    /// For a person at a terminal: the colour depth comes from the environment.
+    pub fn interactive(
+        lang: Lang,
+        theme: Option<ThemeName>,
+        ascii: bool,
+        no_mouse: bool,
+        title: impl Into<String>,
+    ) -> AppOptions {
+        AppOptions {
+            lang,
+            theme,
+            depth: ColorDepth::from_env(),
+            ascii,
+            mouse: !no_mouse,
+            title: escape_controls(&title.into()).into_owned(),
+            simd: Some(crate::kernel::Tier::detect().name()),
+        }
+    }
+
+    /// For recordings, snapshots and tests: truecolour (or none with `--theme mono`)
+    /// whatever the environment says, so output is the same on every machine.
+    pub fn headless(
+        lang: Lang,
+        theme: Option<ThemeName>,
+        ascii: bool,
+        title: impl Into<String>,
+    ) -> AppOptions {
+        AppOptions {
+            lang,
+            theme,
+            depth: ColorDepth::TrueColor,
+            ascii,
+            mouse: false,
+            title: escape_controls(&title.into()).into_owned(),
+            simd: None,
+        }
+    }
+}
+
+/// q [H,Nq,d], k [G,Nk,d], v [G,Nk,dv] from files, and the options the app applies
+/// to them (a mask, a PE that acts inside attention, the scale).
+#[derive(Debug, Clone)]
+pub struct LoadedTensors {
+    /// Key labels (empty: t0, t1, ...).
+    pub tokens: Vec<String>,
+    pub q: Array3<f64>,
+    pub k: Array3<f64>,
+    pub v: Array3<f64>,
+    pub mask: MaskKind,
+    pub pe: PeKind,
+    pub scaled: bool,
+}
+
+/// Where the numbers come from. The app rebuilds the pipeline from this whenever an
+/// option changes.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A seeded lesson model (bare `attnviz`, scenes).
+    Model(ModelConfig),
+    /// q, k, v loaded from files (`attnviz view --q --k --v`).
+    Tensors(Box<LoadedTensors>),
+    /// Attention weights loaded from a file (`attnviz view --attn`): one [heads, Nq, Nk]
+    /// array per layer.
+    Weights {
+        tokens: Vec<String>,
+        layers: Vec<Array3<f64>>,
+        layer: usize,
+    },
+}
+
+impl Source {
+    /// Compute the pipeline through the engine.
+    pub fn build(&self) -> Result<Pipeline> {
+        match self {
+            Source::Model(config) => Pipeline::build(config),
+            Source::Tensors(t) => Pipeline::from_qkv(
+                t.tokens.clone(),
+                t.q.clone(),
+                t.k.clone(),
+                t.v.clone(),
+                &t.mask,
+                t.pe,
+                t.scaled,
+            ),
+            Source::Weights {
+                tokens,
+                layers,
+                layer,
+            } => {
+                let attn = layers.get(*layer).ok_or_else(|| {
+                    crate::Error::usage(format!(
+                        "layer {} does not exist; the file has {} layer(s)",
+                        layer + 1,
+                        layers.len()
+                    ))
+                })?;
+                Pipeline::from_weights(tokens.clone(), attn.clone())
+            }
+        }
+    }
+
+    pub fn is_model(&self) -> bool {
+        matches!(self, Source::Model(_))
+    }
+
+    /// True if the app computes attention (so masks, PE and scale can change).
+    pub fn is_computed(&self) -> bool {
+        !matches!(self, Source::Weights { .. })
+    }
+
+    /// Layers of a weights file (1 otherwise).
+    pub fn layers(&self) -> usize {
+        match self {
+            Source::Weights { layers, .. } => layers.len(),
+            _ => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusKind {
+    Info,
+    Warn,
+    Error,
+}
+
+/// A message for the person, shown until the next key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub kind: StatusKind,
+    pub text: String,
+}
+
+/// What the last `s` (scale toggle) did to one head's weights, as the engine computed
+/// them before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleChange {
+    pub head: usize,
+    /// Was the scale on before the toggle?
+    pub was_scaled: bool,
+    pub before: Vec<RowStats>,
+    pub after: Vec<RowStats>,
+}
+
+/// Per-view data that a view derives from the pipeline (through the engine) and keeps
+/// between frames, e.g. the extra pipelines of the position experiments.
+#[derive(Default)]
+pub struct ViewStore {
+    data: HashMap<ViewKind, Box<dyn Any + Send>>,
+}
+
+impl std::fmt::Debug for ViewStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.data.keys()).finish()
+    }
+}
+
+impl ViewStore {
+    pub fn get<T: 'static>(&self, kind: ViewKind) -> Option<&T> {
+        self.data.get(&kind).and_then(|b| b.downcast_ref())
+    }
+
+    pub fn get_mut<T: 'static>(&mut self, kind: ViewKind) -> Option<&mut T> {
+        self.data.get_mut(&kind).and_then(|b| b.downcast_mut())
+    }
+
+    pub fn set<T: Any + Send>(&mut self, kind: ViewKind, value: T) {
+        self.data.insert(kind, Box::new(value));
+    }
+
+    pub fn clear(&mut self) {
+        self.data.clear();
+    }
+}
+
+/// What the views draw and the selection they act on. Public fields are read by views
+/// and recorders; the app changes them through `update`, views in their own `update`.
+#[derive(Debug)]
+pub struct Context {
+    pub source: Source,
+    /// The engine's computation for `source`: every number on screen comes from here.
+    pub pipeline: Pipeline,
+    pub view: ViewKind,
+    pub stage: StageId,
+    pub head: usize,
+    /// Which of the stage's matrices has the cursor (e.g. 0 = Q, 1 = K, 2 = V).
+    pub sub: usize,
+    /// (row, column) of the cursor in that matrix.
+    pub cursor: (usize, usize),
+    /// Cells a script highlights.
+    pub highlight: Vec<(usize, usize)>,
+    /// Tiles (query block, key block) a script highlights, for the flash view.
+    pub tiles: Vec<(usize, usize)>,
+    /// A script's narration; None shows the stage's own.
+    pub narration: Option<String>,
+    pub status: Option<Status>,
+    pub scale_change: Option<ScaleChange>,
+    /// What the flash view is set to: block sizes, loop order, playback of the tiles.
+    pub flash: FlashControls,
+    /// The terminal size, for mouse hit-testing (the draw itself uses the frame's size).
+    pub screen: (u16, u16),
+    pub options: AppOptions,
+    pub theme: Theme,
+    pub glyphs: Glyphs,
+    /// One slot per view for what it derives from the pipeline.
+    pub views: ViewStore,
+}
+
+impl Context {
+    pub fn current_stage(&self) -> Option<&Stage> {
+        self.pipeline.stage(self.stage)
+    }
+
+    pub fn heads(&self) -> usize {
+        self.pipeline.shape.heads
+    }
+
+    /// The matrices the current stage shows for the current head: for a per-head stage
+    /// the head's own matrix first, then its KV group's (k, v) where the stage has them;
+    /// otherwise the stage's alternatives (e.g. Q, K, V, W_qkv).
+    pub fn panes(&self) -> Vec<&Matrix> {
+        self.pipeline.head_matrices(self.stage, self.head)
+    }
+
+    /// The matrix with the cursor.
+    pub fn focused(&self) -> Option<&Matrix> {
+        self.panes().get(self.sub).copied()
+    }
+
+    /// The model's options, if the data is a lesson model.
+    pub fn model(&self) -> Option<&ModelConfig> {
+        match &self.source {
+            Source::Model(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Keep the cursor inside a grid of `rows` x `cols`.
+    pub fn clamp_cursor(&mut self, (rows, cols): (usize, usize)) {
+        self.cursor.0 = self.cursor.0.min(rows.saturating_sub(1));
+        self.cursor.1 = self.cursor.1.min(cols.saturating_sub(1));
+    }
+
+    pub fn set_status(&mut self, kind: StatusKind, text: impl Into<String>) {
+        self.status = Some(Status {
+            kind,
+            text: text.into(),
+        });
+    }
+}
