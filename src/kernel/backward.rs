@@ -7,7 +7,9 @@
 //! over the query blocks) and streams the query blocks by, adding to dQ_i. The other
 //! order (query blocks outer, as PyTorch's CPU kernel does) keeps dQ_i on chip instead
 //! and must read and write two tiles (dK_j and dV_j) per tile instead of one; it also
-//! needs per-task dK, dV copies for GQA, since a group's heads share them.
+//! needs per-task dK, dV copies for GQA, since a group's heads share them. (The choice
+//! rests on that count of accumulator traffic; the two orders have not been timed
+//! against each other.)
 //!
 //! A task is (batch entry, K/V group, key-block chunk): it loops over the heads of its
 //! group, so dK and dV are summed over the group's heads inside one task and no two

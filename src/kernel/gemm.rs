@@ -9,6 +9,11 @@
 //! registers while k streams: 6 x 4 = 24 accumulators + 4 B vectors + 1 broadcast on
 //! 32-register tiers (6 x 2 + 2 + 1 = 15 on AVX2), 2.4 FMAs per load, as in the
 //! forward's S^T block ([`super::micro`]).
+//!
+//! Why not the `gemm` crate: a tile's products are small (64 x 64 x 64), run inside the
+//! kernel's own tier dispatch (so every tier, including the forced scalar one, is
+//! tested), and read A at strides (a transposed dS) that a packed library would first
+//! copy.
 
 use pulp::Simd;
 
