@@ -42,8 +42,11 @@ impl Files {
     }
 }
 
+/// Heads, KV heads, Nq, Nk, d, dv.
+type Dims = (usize, usize, usize, usize, usize, usize);
+
 /// Q [H,Nq,d], K and V [G,Nk,d|dv], dO [H,Nq,dv], written as q.npy ... do.npy.
-fn inputs(f: &Files, h: usize, g: usize, nq: usize, nk: usize, d: usize, dv: usize, seed: u64) {
+fn inputs(f: &Files, (h, g, nq, nk, d, dv): Dims, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     write(&f.p("q.npy"), &random(&mut rng, &[h, nq, d]));
     write(&f.p("k.npy"), &random(&mut rng, &[g, nk, d]));
@@ -88,7 +91,7 @@ fn max_rel(a: &ArrayD<f64>, b: &ArrayD<f64>) -> f64 {
 
 #[test]
 fn flash_gradients_match_the_reference() {
-    let cases: [(&[&str], (usize, usize, usize, usize, usize, usize)); 6] = [
+    let cases: [(&[&str], Dims); 6] = [
         (&["--mask", "none"], (2, 2, 70, 70, 16, 8)),
         (&["--mask", "causal", "--alibi"], (4, 2, 65, 65, 24, 24)),
         (&["--mask", "causal", "--rope"], (4, 1, 3, 130, 16, 16)),
@@ -104,7 +107,7 @@ fn flash_gradients_match_the_reference() {
     ];
     for (i, (flags, (h, g, nq, nk, d, dv))) in cases.iter().enumerate() {
         let f = Files::new();
-        inputs(&f, *h, *g, *nq, *nk, *d, *dv, i as u64);
+        inputs(&f, (*h, *g, *nq, *nk, *d, *dv), i as u64);
         let mut flash = flags.to_vec();
         flash.extend(["--kernel", "flash", "--threads", "2"]);
         compute(&f, &flash, "flash");
@@ -159,7 +162,7 @@ fn reference_gradients_match_finite_differences_through_compute() {
     // derivative of sum(O * dO) along a random direction U equals <grad, U>.
     let flags = ["--mask", "causal", "--alibi", "--rope=100"];
     let f = Files::new();
-    inputs(&f, 2, 1, 3, 5, 4, 3, 9);
+    inputs(&f, (2, 1, 3, 5, 4, 3), 9);
     compute(
         &f,
         &[&flags[..], &["--kernel", "reference"]].concat(),
@@ -191,7 +194,7 @@ fn fails(args: &[&str]) -> String {
 #[test]
 fn bad_gradient_requests_exit_2_naming_the_flag() {
     let f = Files::new();
-    inputs(&f, 2, 1, 6, 6, 4, 3, 1);
+    inputs(&f, (2, 1, 6, 6, 4, 3), 1);
     let base = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = [
             "compute",

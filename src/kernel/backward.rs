@@ -426,7 +426,8 @@ impl HeadPack {
                     l2[r] = (lse[i] as f64 * log2e) as f32;
                 }
             }
-            let mut union = usize::MAX..0;
+            // The union of the bands; it stays empty if every row is fully masked.
+            let (mut first, mut last) = (usize::MAX, 0);
             if p.banded {
                 let lo = &mut p.band_lo.as_mut_slice()[qb * ld..][..ld];
                 let hi = &mut p.band_hi.as_mut_slice()[qb * ld..][..ld];
@@ -435,13 +436,13 @@ impl HeadPack {
                         lo[r] = keys.start as f32;
                         hi[r] = keys.end as f32;
                         if !keys.is_empty() {
-                            union.start = union.start.min(keys.start);
-                            union.end = union.end.max(keys.end);
+                            first = first.min(keys.start);
+                            last = last.max(keys.end);
                         }
                     }
                 }
             }
-            p.band_union.push(union);
+            p.band_union.push(first..last);
         }
         p
     }
