@@ -189,6 +189,19 @@ pub struct ComputeArgs {
     /// Worker threads (default: all cores).
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub threads: Option<usize>,
+    /// dO, the gradient of a loss with respect to O (shaped like the output): with
+    /// --dq/--dk/--dv, compute the gradients of sum(O * dO) (the backward pass).
+    #[arg(long, value_name = "dO.npy")]
+    pub grad_out: Option<PathBuf>,
+    /// Where to write dQ (shaped like Q; with respect to Q before RoPE). Needs --grad-out.
+    #[arg(long, value_name = "dQ.npy")]
+    pub dq: Option<PathBuf>,
+    /// Where to write dK (shaped like K, summed over a GQA group's heads). Needs --grad-out.
+    #[arg(long, value_name = "dK.npy")]
+    pub dk: Option<PathBuf>,
+    /// Where to write dV (shaped like V, summed over a GQA group's heads). Needs --grad-out.
+    #[arg(long, value_name = "dV.npy")]
+    pub dv: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize)]
@@ -234,6 +247,12 @@ pub struct TraceArgs {
     pub k: Option<PathBuf>,
     #[arg(long)]
     pub v: Option<PathBuf>,
+    /// Trace the backward pass (key blocks outer) instead of the forward.
+    #[arg(long)]
+    pub backward: bool,
+    /// dO [N, dv] for --backward (generated from --seed if not given).
+    #[arg(long, value_name = "dO.npy", requires = "backward")]
+    pub grad_out: Option<PathBuf>,
     /// Print JSON (the only format; the flag is accepted for clarity in scripts).
     #[arg(long)]
     pub json: bool,
@@ -266,6 +285,10 @@ pub struct BenchArgs {
     /// Timed runs per case (median reported; at least 5).
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 5)]
     pub reps: usize,
+    /// Measure the backward pass (dQ, dK, dV from the saved log-sum-exp) instead of the
+    /// forward: 10*B*H*N^2*d flops per call (halved for causal).
+    #[arg(long)]
+    pub backward: bool,
     /// Measure the frame time of every view instead of the kernels.
     #[arg(long)]
     pub ui: bool,

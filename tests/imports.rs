@@ -18,21 +18,7 @@ use std::path::{Path, PathBuf};
 /// Edges allowed for now, each with why. The coordinator removes an entry once the work
 /// that removes the edge is merged; the test fails if a listed edge no longer exists,
 /// so the list cannot go stale.
-const ALLOWED_EDGES: &[(&str, &str, &str)] = &[
-    // The helper "hard-num" moves the mask and problem types into a module below both
-    // engine and kernel (issue 10); until that is merged, the kernel imports them from
-    // the engine, whose flash module imports the kernel.
-    (
-        "kernel/tile.rs",
-        "engine/mask.rs",
-        "hard-num: shared mask types",
-    ),
-    (
-        "kernel/mod.rs",
-        "engine/problem.rs",
-        "hard-num: shared problem types",
-    ),
-];
+const ALLOWED_EDGES: &[(&str, &str, &str)] = &[];
 
 /// Directions between parts of the library that must never exist: (from prefix, to
 /// prefix, why).

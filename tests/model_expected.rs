@@ -68,7 +68,10 @@ fn check_tokenizer(m: &LoadedModel, exp: &Value) {
         let want = ids_of(&case["ids"]);
         let got = m.tokenizer.encode(text).unwrap();
         if got != want {
-            bad.push(format!("{}: {text:?}\n  want {want:?}\n  got  {got:?}", case["name"]));
+            bad.push(format!(
+                "{}: {text:?}\n  want {want:?}\n  got  {got:?}",
+                case["name"]
+            ));
             continue;
         }
         for t in case["tokens"].as_array().unwrap() {
@@ -78,11 +81,19 @@ fn check_tokenizer(m: &LoadedModel, exp: &Value) {
             // names the bytes (<0xE2><0x80>) so that the token is told apart on screen.
             let got = m.tokenizer.piece(id);
             if got != want && !want.contains('\u{FFFD}') {
-                bad.push(format!("{}: piece of {id}: want {want:?} got {got:?}", case["name"]));
+                bad.push(format!(
+                    "{}: piece of {id}: want {want:?} got {got:?}",
+                    case["name"]
+                ));
             }
         }
     }
-    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
 /// Largest |ours - theirs| over every layer, head and stored row.
@@ -126,13 +137,21 @@ fn check_attention(m: &LoadedModel, case: &Value) {
         worst.3,
         worst.4
     );
-    eprintln!("{}: attention within {:.2e} of transformers", case["name"], worst.0);
+    eprintln!(
+        "{}: attention within {:.2e} of transformers",
+        case["name"], worst.0
+    );
     let Some(logits) = out.logits else { return };
     let v = m.config.vocab;
     if let Some(top) = case["top_next"].as_array() {
         let ours = top_k(&logits[(n - 1) * v..], top.len());
         for (o, t) in ours.iter().zip(top) {
-            assert_eq!(o.id as u64, t["id"].as_u64().unwrap(), "{}: top next", case["name"]);
+            assert_eq!(
+                o.id as u64,
+                t["id"].as_u64().unwrap(),
+                "{}: top next",
+                case["name"]
+            );
             assert!((o.logit as f64 - t["logit"].as_f64().unwrap()).abs() < 2e-2);
             assert!((o.prob - t["prob"].as_f64().unwrap()).abs() < 2e-3);
         }
@@ -145,7 +164,11 @@ fn check_attention(m: &LoadedModel, case: &Value) {
             case["loss"]
         );
         for (a, b) in loss.iter().zip(case["token_loss"].as_array().unwrap()) {
-            assert!((a - b.as_f64().unwrap()).abs() < 1e-2, "{}: token loss", case["name"]);
+            assert!(
+                (a - b.as_f64().unwrap()).abs() < 1e-2,
+                "{}: token loss",
+                case["name"]
+            );
         }
     }
 }
@@ -165,7 +188,10 @@ fn minilm_token_ids_equal_the_models_tokenizer() {
 #[test]
 fn smollm2_attention_top_tokens_and_loss_match_transformers() {
     let Some(m) = smollm2() else { return };
-    for case in expected("smollm2_expected.json")["forward"].as_array().unwrap() {
+    for case in expected("smollm2_expected.json")["forward"]
+        .as_array()
+        .unwrap()
+    {
         check_attention(m, case);
     }
 }
@@ -173,12 +199,20 @@ fn smollm2_attention_top_tokens_and_loss_match_transformers() {
 #[test]
 fn minilm_attention_and_hidden_states_match_transformers() {
     let Some(m) = minilm() else { return };
-    for case in expected("minilm_expected.json")["forward"].as_array().unwrap() {
+    for case in expected("minilm_expected.json")["forward"]
+        .as_array()
+        .unwrap()
+    {
         check_attention(m, case);
         let ids = ids_of(&case["ids"]);
         let out = forward(&m.config, &m.weights, &ids, &ForwardOptions::default()).unwrap();
         let d = m.config.d_model;
-        for (i, row) in case["last_hidden_first_values"].as_array().unwrap().iter().enumerate() {
+        for (i, row) in case["last_hidden_first_values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
             for (c, x) in row.as_array().unwrap().iter().enumerate() {
                 let ours = out.hidden[i * d + c] as f64;
                 assert!((ours - x.as_f64().unwrap()).abs() < 1e-3, "hidden[{i},{c}]");
@@ -190,7 +224,10 @@ fn minilm_attention_and_hidden_states_match_transformers() {
 #[test]
 fn smollm2_greedy_generation_matches_transformers() {
     let Some(m) = smollm2() else { return };
-    for case in expected("smollm2_expected.json")["generate"].as_array().unwrap() {
+    for case in expected("smollm2_expected.json")["generate"]
+        .as_array()
+        .unwrap()
+    {
         let prompt = ids_of(&case["prompt_ids"]);
         let want = ids_of(&case["new_ids"]);
         let opts = GenerateOptions {
@@ -217,7 +254,12 @@ fn smollm2_ablation_changes_match_transformers() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| (p[0].as_u64().unwrap() as usize, p[1].as_u64().unwrap() as usize))
+            .map(|p| {
+                (
+                    p[0].as_u64().unwrap() as usize,
+                    p[1].as_u64().unwrap() as usize,
+                )
+            })
             .collect();
         let opts = ForwardOptions {
             ablate,

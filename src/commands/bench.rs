@@ -13,7 +13,7 @@ use crate::cli::BenchArgs;
 use crate::engine::config::MaskKind;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
-use crate::engine::{limits, naive, reference};
+use crate::engine::{limits, naive, reference, reference_backward};
 use crate::error::{Error, Result};
 use crate::kernel::{self, AlignedBuf, KernelOptions, Tier, peak};
 
@@ -65,6 +65,8 @@ impl KernelName {
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchRecord {
     pub kernel: &'static str,
+    /// "forward", or "backward" (dQ, dK, dV from the saved log-sum-exp).
+    pub pass: &'static str,
     pub n: usize,
     pub d: usize,
     pub heads: usize,
@@ -73,7 +75,7 @@ pub struct BenchRecord {
     pub threads: usize,
     /// Median wall time of one call.
     pub ms: f64,
-    /// 4 B H N^2 d flops (halved for causal) per second, / 1e9.
+    /// 4 B H N^2 d flops (10 for the backward; halved for causal) per second, / 1e9.
     pub gflops: f64,
     /// This CPU's fp32 FMA peak at `threads` threads (best tier), measured by bench.
     pub peak_gflops: f64,
@@ -177,6 +179,7 @@ struct Plan {
     threads: Vec<usize>,
     kernels: Vec<KernelName>,
     reps: usize,
+    backward: bool,
 }
 
 impl Plan {
@@ -251,17 +254,27 @@ impl Plan {
             threads,
             kernels,
             reps: a.reps,
+            backward: a.backward,
         })
     }
 
     fn flops(&self, n: usize) -> f64 {
-        let full = 4.0 * (self.batch * self.heads) as f64 * (n as f64).powi(2) * self.d as f64;
+        // The backward's five products against the forward's two (DESIGN.md).
+        let per = if self.backward { 10.0 } else { 4.0 };
+        let full = per * (self.batch * self.heads) as f64 * (n as f64).powi(2) * self.d as f64;
         if self.causal { full / 2.0 } else { full }
     }
 
     fn skip_reason(&self, k: KernelName, n: usize) -> Option<String> {
-        let work = (self.batch * self.heads) as f64 * (n as f64).powi(2) * (2 * self.d) as f64;
+        let mut work = (self.batch * self.heads) as f64 * (n as f64).powi(2) * (2 * self.d) as f64;
+        if self.backward {
+            work *= 2.5;
+        }
         match k {
+            KernelName::Naive if self.backward => Some(
+                "naive skipped with --backward: it has no backward pass (flash and reference do)"
+                    .to_string(),
+            ),
             KernelName::Reference if work > REFERENCE_BUDGET => Some(format!(
                 "reference skipped at n = {n}: {work:.2e} f64 multiply-adds per call is too slow to time; it runs for small n (e.g. --n 1024)"
             )),
@@ -340,6 +353,14 @@ fn measure(
 ) -> Result<BenchRecord> {
     let n = inp.shape.n_q;
     let (samples, simd) = match kern {
+        KernelName::Flash if plan.backward => (
+            backward_flash(plan, inp, threads, flash_tier)?,
+            flash_tier.to_string(),
+        ),
+        KernelName::Reference if plan.backward => (
+            backward_reference(plan, inp, threads)?,
+            "scalar-f64".to_string(),
+        ),
         KernelName::Flash => {
             let opts = KernelOptions {
                 threads: Some(threads),
@@ -405,6 +426,7 @@ fn measure(
     let gflops = plan.flops(n) / (ms * 1e6);
     Ok(BenchRecord {
         kernel: kern.name(),
+        pass: if plan.backward { "backward" } else { "forward" },
         n,
         d: plan.d,
         heads: plan.heads,
@@ -420,6 +442,81 @@ fn measure(
         reps: samples.len(),
         ms_min: samples.iter().copied().fold(f64::INFINITY, f64::min),
         ms_max: samples.iter().copied().fold(0.0, f64::max),
+    })
+}
+
+/// dO of the backward benchmarks: seeded, like the inputs.
+fn grad_out(inp: &Inputs) -> AlignedBuf {
+    let s = inp.shape;
+    let mut rng = ChaCha8Rng::seed_from_u64(0x00D0_0D0D ^ s.n_q as u64);
+    let mut b = AlignedBuf::zeros(s.batch * s.heads * s.n_q * s.dv);
+    for x in b.as_mut_slice() {
+        *x = rng.random_range(-1.0f32..1.0);
+    }
+    b
+}
+
+/// The flash backward alone: the forward runs once, untimed, for O and the
+/// log-sum-exp the backward reads.
+fn backward_flash(plan: &Plan, inp: &Inputs, threads: usize, tier: Tier) -> Result<Vec<f64>> {
+    let opts = KernelOptions {
+        threads: Some(threads),
+        tier: Some(tier),
+        ..Default::default()
+    };
+    let (q, k, v) = (inp.q.as_slice(), inp.k.as_slice(), inp.v.as_slice());
+    let fwd = kernel::attention(&inp.shape, q, k, v, &inp.spec, &opts)?;
+    let dout = grad_out(inp);
+    let bwd = kernel::BackwardInputs {
+        q,
+        k,
+        v,
+        out: &fwd.out,
+        lse: &fwd.lse,
+        dout: dout.as_slice(),
+    };
+    time_calls(plan.reps, || {
+        kernel::attention_backward(&inp.shape, &bwd, &inp.spec, &opts)
+            .map(|g| std::hint::black_box(g.dq.len()))
+    })
+}
+
+/// The f64 reference gradients, one (batch, head) per call on a pool of `threads`.
+fn backward_reference(plan: &Plan, inp: &Inputs, threads: usize) -> Result<Vec<f64>> {
+    let heads = per_head(inp)?;
+    let dout = grad_out(inp);
+    let s = inp.shape;
+    let per = s.n_q * s.dv;
+    let as64 = |a: &Array4<f32>| a.mapv(f64::from);
+    let heads64: Vec<_> = heads
+        .iter()
+        .enumerate()
+        .map(|(bh, h)| {
+            let g = Array4::from_shape_fn((1, 1, s.n_q, s.dv), |(_, _, i, c)| {
+                dout.as_slice()[bh * per + i * s.dv + c] as f64
+            });
+            (as64(&h.q), as64(&h.k), as64(&h.v), g)
+        })
+        .collect();
+    let pool = bench_pool(threads)?;
+    time_calls(plan.reps, || {
+        pool.install(|| {
+            heads
+                .par_iter()
+                .zip(&heads64)
+                .for_each(|(h, (q, k, v, g))| {
+                    let r = reference_backward::attention_backward(
+                        &h.shape,
+                        q.view(),
+                        k.view(),
+                        v.view(),
+                        g.view(),
+                        &h.spec,
+                    );
+                    std::hint::black_box(r.dq.len());
+                })
+        });
+        Ok(())
     })
 }
 
@@ -499,15 +596,27 @@ fn per_head(inp: &Inputs) -> Result<Vec<OneHead>> {
 
 fn table_header() -> String {
     format!(
-        "{:<10} {:>6} {:>4} {:>5} {:>4} {:>6} {:>7} {:>10} {:>9} {:>7}  {}",
-        "kernel", "n", "d", "heads", "kv", "causal", "threads", "ms", "GFLOP/s", "% peak", "simd"
+        "{:<10} {:>8} {:>6} {:>4} {:>5} {:>4} {:>6} {:>7} {:>10} {:>9} {:>7}  {}",
+        "kernel",
+        "pass",
+        "n",
+        "d",
+        "heads",
+        "kv",
+        "causal",
+        "threads",
+        "ms",
+        "GFLOP/s",
+        "% peak",
+        "simd"
     )
 }
 
 fn table_row(r: &BenchRecord) -> String {
     format!(
-        "{:<10} {:>6} {:>4} {:>5} {:>4} {:>6} {:>7} {:>10.3} {:>9.1} {:>6.1}%  {}",
+        "{:<10} {:>8} {:>6} {:>4} {:>5} {:>4} {:>6} {:>7} {:>10.3} {:>9.1} {:>6.1}%  {}",
         r.kernel,
+        r.pass,
         r.n,
         r.d,
         r.heads,
@@ -543,6 +652,7 @@ mod tests {
             threads: vec![1],
             kernels: vec!["flash".into()],
             reps: 5,
+            backward: false,
             ui: false,
             json: true,
         };

@@ -5,6 +5,12 @@
 //! Q's rank and dtype with V's last dimension; `--lse` is shaped like Q without its last
 //! axis, -inf for a row with no visible key. The reference and naive paths run on one
 //! thread; `--threads` sets the flash kernel's worker threads.
+//!
+//! With `--grad-out dO.npy` and `--dq/--dk/--dv` it also runs the backward pass: the
+//! gradients of sum(O * dO) by the f64 reference or the flash kernel's backward, dQ and
+//! dK taken back through RoPE, each written in the rank and dtype of Q, K or V.
+
+use std::path::{Path, PathBuf};
 
 use ndarray::{Array4, ArrayView4, Axis};
 
@@ -15,7 +21,7 @@ use crate::engine::limits;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::engine::tensors::{self, Qkv};
-use crate::engine::{fit_f32, naive, pe, reference};
+use crate::engine::{fit_f32, naive, pe, reference, reference_backward};
 use crate::error::{Error, Result};
 use crate::kernel;
 use crate::output::{self, OutFile};
@@ -237,8 +243,15 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         shape,
     } = tensors::load_qkv(&args.q, &args.k, &args.v)?;
     check_options(args, &shape)?;
-    let kernel = choose_kernel(args.kernel, &shape);
+    let grads = grad_request(args, &q, &shape)?;
+    let kernel = match &grads {
+        Some(_) => backward_kernel(args.kernel)?,
+        None => choose_kernel(args.kernel, &shape),
+    };
     check_size(kernel, &shape)?;
+    if grads.is_some() {
+        check_backward_size(kernel, &shape)?;
+    }
     let mask = Mask::resolve(&args.mask, shape.batch, shape.heads, shape.n_q, shape.n_k)?;
     // Both outputs are created before the work and before either is written, and renamed
     // into place only once both are written: a --lse that cannot be created leaves no
@@ -270,6 +283,34 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         &spec,
         args.threads,
     )?;
+    if let Some(req) = grads {
+        let mut g = gradients(
+            kernel,
+            &shape,
+            Forward {
+                q: q.data.view(),
+                k: k.data.view(),
+                v: v.data.view(),
+                out: out.view(),
+                lse: lse.view(),
+            },
+            req.dout.data.view(),
+            &spec,
+            args.threads,
+        )?;
+        if let Some(base) = args.rope {
+            reference_backward::rope_backward(&mut g.dq, &mut g.dk, base);
+        }
+        for (path, grad, like) in [
+            (&req.dq, g.dq, &q),
+            (&req.dk, g.dk, &k),
+            (&req.dv, g.dv, &v),
+        ] {
+            if let Some(path) = path {
+                tensors::write_like(path, grad, like)?;
+            }
+        }
+    }
     out_file.write(&tensors::encode_like(&args.out, out, &q)?)?;
     if let (Some(file), Some(path)) = (&lse_file, &args.lse) {
         file.write(&tensors::encode_rows_like(path, lse, &q)?)?;
@@ -279,4 +320,181 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         file.commit()?;
     }
     Ok(())
+}
+
+/// The backward pass a `compute` run asks for: dO, read and checked, and where each
+/// gradient goes.
+pub struct GradRequest {
+    pub dout: tensors::Tensor,
+    pub dq: Option<PathBuf>,
+    pub dk: Option<PathBuf>,
+    pub dv: Option<PathBuf>,
+}
+
+/// Check the gradient flags and read dO; None if no gradient is asked for.
+fn grad_request(
+    args: &ComputeArgs,
+    q: &tensors::Tensor,
+    shape: &ProblemShape,
+) -> Result<Option<GradRequest>> {
+    let outputs = [("--dq", &args.dq), ("--dk", &args.dk), ("--dv", &args.dv)];
+    let Some(grad_out) = &args.grad_out else {
+        if let Some((flag, _)) = outputs.iter().find(|(_, p)| p.is_some()) {
+            return Err(Error::usage(format!(
+                "{flag} needs --grad-out dO.npy: the gradients are those of sum(O * dO), so give dO (shaped like the output O)"
+            )));
+        }
+        return Ok(None);
+    };
+    if outputs.iter().all(|(_, p)| p.is_none()) {
+        return Err(Error::usage(
+            "--grad-out is given but no gradient is asked for; add --dq, --dk and/or --dv with the files to write",
+        ));
+    }
+    // No output may overwrite an input or another output.
+    let mut named: Vec<(&str, &Path)> = vec![
+        ("--q", &args.q),
+        ("--k", &args.k),
+        ("--v", &args.v),
+        ("--grad-out", grad_out),
+        ("--out", &args.out),
+    ];
+    if let Some(lse) = &args.lse {
+        named.push(("--lse", lse));
+    }
+    for (flag, path) in outputs {
+        let Some(path) = path else { continue };
+        if let Some((other, _)) = named.iter().find(|(_, p)| *p == path.as_path()) {
+            return Err(Error::usage(format!(
+                "{flag} and {other} name the same file {}; give every output its own path",
+                path.display()
+            )));
+        }
+        named.push((flag, path));
+    }
+    let dout = tensors::load(grad_out, "--grad-out")?;
+    let want = [shape.batch, shape.heads, shape.n_q, shape.dv];
+    if dout.dims() != want || dout.rank != q.rank {
+        return Err(Error::file(
+            grad_out,
+            format!(
+                "--grad-out has shape {:?} (rank {}) but dO must be shaped like the output O: rank {} with [B,H,Nq,dv] = {want:?} (Q's leading axes, V's last)",
+                dout.dims(),
+                dout.rank,
+                q.rank
+            ),
+        ));
+    }
+    Ok(Some(GradRequest {
+        dout,
+        dq: args.dq.clone(),
+        dk: args.dk.clone(),
+        dv: args.dv.clone(),
+    }))
+}
+
+/// The path of a run with gradients: the f64 reference, or the flash kernel (also for
+/// `auto`, whatever the size: only those two have a backward).
+pub fn backward_kernel(choice: KernelChoice) -> Result<Kernel> {
+    match choice {
+        KernelChoice::Reference => Ok(Kernel::Reference),
+        KernelChoice::Flash | KernelChoice::Auto => Ok(Kernel::Flash),
+        KernelChoice::Naive => Err(Error::usage(
+            "--kernel naive has no backward pass; with --grad-out use --kernel flash or --kernel reference",
+        )),
+    }
+}
+
+/// The reference backward is about 2.5x the forward's work: refuse it past the same
+/// budget of f64 multiply-adds.
+fn check_backward_size(kernel: Kernel, shape: &ProblemShape) -> Result<()> {
+    if kernel != Kernel::Reference {
+        return Ok(());
+    }
+    let macs = [
+        shape.batch,
+        shape.heads,
+        shape.n_q,
+        shape.n_k,
+        2 * shape.d + 3 * shape.dv,
+    ]
+    .iter()
+    .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
+    match macs {
+        Some(m) if m <= limits::MAX_REFERENCE_MACS => Ok(()),
+        _ => Err(Error::usage(format!(
+            "--kernel reference with --grad-out: B*H*Nq*Nk*(2d+3dv) = {} f64 multiply-adds is over the limit of {} (MAX_REFERENCE_MACS); use --kernel flash",
+            macs.map_or("more than 2^64".to_string(), |m| m.to_string()),
+            limits::MAX_REFERENCE_MACS
+        ))),
+    }
+}
+
+/// What the backward reads of the forward: its inputs (after RoPE) and results.
+pub struct Forward<'a> {
+    pub q: ArrayView4<'a, f64>,
+    pub k: ArrayView4<'a, f64>,
+    pub v: ArrayView4<'a, f64>,
+    pub out: ArrayView4<'a, f64>,
+    pub lse: ndarray::ArrayView3<'a, f64>,
+}
+
+/// dQ, dK, dV (with respect to q and k as given, i.e. after RoPE) and D by `kernel`.
+pub fn gradients(
+    kernel: Kernel,
+    shape: &ProblemShape,
+    fwd: Forward<'_>,
+    dout: ArrayView4<f64>,
+    spec: &AttnSpec,
+    threads: Option<usize>,
+) -> Result<reference_backward::Grads> {
+    match kernel {
+        Kernel::Reference => Ok(reference_backward::attention_backward(
+            shape, fwd.q, fwd.k, fwd.v, dout, spec,
+        )),
+        Kernel::Naive => Err(Error::usage(
+            "--kernel naive has no backward pass; use --kernel flash or --kernel reference",
+        )),
+        Kernel::Flash => {
+            let f = |a: ndarray::ArrayViewD<f64>| a.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let (q, k, v) = (
+                f(fwd.q.into_dyn()),
+                f(fwd.k.into_dyn()),
+                f(fwd.v.into_dyn()),
+            );
+            let (out, lse, g) = (
+                f(fwd.out.into_dyn()),
+                f(fwd.lse.into_dyn()),
+                f(dout.into_dyn()),
+            );
+            let opts = kernel::KernelOptions {
+                threads,
+                ..Default::default()
+            };
+            let inp = kernel::BackwardInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                out: &out,
+                lse: &lse,
+                dout: &g,
+            };
+            let r = kernel::attention_backward(shape, &inp, spec, &opts)?;
+            drop((q, k, v, out, lse, g));
+            let s = shape;
+            let as4 = |x: Vec<f32>, dims: (usize, usize, usize, usize)| {
+                Array4::from_shape_vec(dims, x)
+                    .map(|a| a.mapv(f64::from))
+                    .map_err(|e| Error::Internal(format!("backward output shape: {e}")))
+            };
+            Ok(reference_backward::Grads {
+                dq: as4(r.dq, (s.batch, s.heads, s.n_q, s.d))?,
+                dk: as4(r.dk, (s.batch, s.kv_heads, s.n_k, s.d))?,
+                dv: as4(r.dv, (s.batch, s.kv_heads, s.n_k, s.dv))?,
+                d: ndarray::Array3::from_shape_vec((s.batch, s.heads, s.n_q), r.d)
+                    .map_err(|e| Error::Internal(format!("backward D shape: {e}")))?
+                    .mapv(f64::from),
+            })
+        }
+    }
 }

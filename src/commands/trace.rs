@@ -1,5 +1,6 @@
 //! `attnviz trace`: FlashAttention's block events as JSON (schema in DESIGN.md), from the
-//! kernel's instrumented run on generated inputs or on one head's .npy tensors.
+//! kernel's instrumented run on generated inputs or on one head's .npy tensors; with
+//! `--backward`, the backward pass's tiles (key blocks outer) and the gradients.
 
 use std::path::Path;
 
@@ -10,6 +11,7 @@ use serde::Serialize;
 
 use crate::cli::{self, TraceArgs};
 use crate::engine::flash::{self, FlashTrace, LoopOrder, TraceOptions};
+use crate::engine::flash_backward::{self, BackwardTrace};
 use crate::engine::mask::Mask;
 use crate::engine::npy;
 use crate::engine::problem::AttnSpec;
@@ -20,6 +22,13 @@ use crate::error::{Error, Result};
 const MAX_TRACE_VALUES: usize = 25_000_000;
 
 pub fn run(args: &TraceArgs) -> Result<()> {
+    if args.backward {
+        let trace = compute_backward(args)?;
+        let text = serde_json::to_string(&backward_json(&trace))
+            .map_err(|e| Error::Internal(format!("cannot write trace JSON: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
     let trace = compute(args)?;
     let text = serde_json::to_string(&to_json(&trace))
         .map_err(|e| Error::Internal(format!("cannot write trace JSON: {e}")))?;
@@ -28,6 +37,39 @@ pub fn run(args: &TraceArgs) -> Result<()> {
 
 /// The trace `args` ask for.
 pub fn compute(args: &TraceArgs) -> Result<FlashTrace> {
+    let (q, k, v, scale) = inputs(args)?;
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let tiles = n_q.div_ceil(args.br) * n_k.div_ceil(args.bc);
+    let values = tiles * args.br.min(n_q) * (v.ncols() + 3);
+    if values > MAX_TRACE_VALUES {
+        return Err(Error::usage(format!(
+            "a trace of {n_q} x {n_k} with --br {} --bc {} has {tiles} tile events ({values} numbers); use larger blocks or shorter inputs",
+            args.br, args.bc
+        )));
+    }
+    let mask = Mask::resolve(&args.mask, 1, 1, n_q, n_k)?;
+    let spec = AttnSpec {
+        mask,
+        alibi: None,
+        scale,
+    };
+    let loop_order = match args.loop_order {
+        cli::LoopOrder::Fa1 => LoopOrder::Fa1,
+        cli::LoopOrder::Fa2 => LoopOrder::Fa2,
+    };
+    let opts = TraceOptions {
+        br: args.br,
+        bc: args.bc,
+        loop_order,
+        tier: None,
+    };
+    flash::trace(q.view(), k.view(), v.view(), &spec, opts)
+}
+
+type Head3 = (Array2<f32>, Array2<f32>, Array2<f32>, f64);
+
+/// Q, K, V (read or generated) and the scale of a trace, checked.
+fn inputs(args: &TraceArgs) -> Result<Head3> {
     if args.br == 0 || args.bc == 0 {
         return Err(Error::usage(format!(
             "--br and --bc must be at least 1 (got --br {} --bc {})",
@@ -50,16 +92,6 @@ pub fn compute(args: &TraceArgs) -> Result<FlashTrace> {
             ));
         }
     };
-    let (n_q, n_k) = (q.nrows(), k.nrows());
-    let tiles = n_q.div_ceil(args.br) * n_k.div_ceil(args.bc);
-    let values = tiles * args.br.min(n_q) * (v.ncols() + 3);
-    if values > MAX_TRACE_VALUES {
-        return Err(Error::usage(format!(
-            "a trace of {n_q} x {n_k} with --br {} --bc {} has {tiles} tile events ({values} numbers); use larger blocks or shorter inputs",
-            args.br, args.bc
-        )));
-    }
-    let mask = Mask::resolve(&args.mask, 1, 1, n_q, n_k)?;
     let scale = match args.scale {
         Some(s) if !s.is_finite() || s == 0.0 => {
             return Err(Error::usage(format!(
@@ -69,22 +101,7 @@ pub fn compute(args: &TraceArgs) -> Result<FlashTrace> {
         Some(s) => s,
         None => 1.0 / (q.ncols() as f64).sqrt(),
     };
-    let spec = AttnSpec {
-        mask,
-        alibi: None,
-        scale,
-    };
-    let loop_order = match args.loop_order {
-        cli::LoopOrder::Fa1 => LoopOrder::Fa1,
-        cli::LoopOrder::Fa2 => LoopOrder::Fa2,
-    };
-    let opts = TraceOptions {
-        br: args.br,
-        bc: args.bc,
-        loop_order,
-        tier: None,
-    };
-    flash::trace(q.view(), k.view(), v.view(), &spec, opts)
+    Ok((q, k, v, scale))
 }
 
 fn generated(args: &TraceArgs) -> Result<(Array2<f32>, Array2<f32>, Array2<f32>)> {
@@ -202,6 +219,145 @@ fn to_json(t: &FlashTrace) -> TraceJson<'_> {
                 o: &e.o,
             })
             .collect(),
+        out: &t.out,
+        lse: finite_or_null(&t.lse),
+    }
+}
+
+/// The backward trace `args` ask for: the same inputs as the forward trace, dO from
+/// `--grad-out` or generated from the seed.
+pub fn compute_backward(args: &TraceArgs) -> Result<BackwardTrace> {
+    if args.loop_order != cli::LoopOrder::Fa2 {
+        return Err(Error::usage(
+            "--loop applies to the forward; the backward runs key blocks outer (FlashAttention-2's backward)",
+        ));
+    }
+    let (q, k, v, scale) = inputs(args)?;
+    let (n_q, n_k, d, dv) = (q.nrows(), k.nrows(), q.ncols(), v.ncols());
+    if (k.ncols(), v.nrows()) != (d, n_k) {
+        return Err(Error::usage(format!(
+            "Q is [{n_q}, {d}], K [{}, {}] and V [{}, {dv}]: K needs Q's d and V K's length",
+            k.nrows(),
+            k.ncols(),
+            v.nrows()
+        )));
+    }
+    let tiles = n_q.div_ceil(args.br) * n_k.div_ceil(args.bc);
+    let per_tile = args.br.min(n_q) * (d + 2 * args.bc.min(n_k)) + args.bc.min(n_k) * (d + dv);
+    if tiles * per_tile > MAX_TRACE_VALUES {
+        return Err(Error::usage(format!(
+            "a backward trace of {n_q} x {n_k} with --br {} --bc {} has {tiles} tile events ({} numbers); use larger blocks or shorter inputs",
+            args.br,
+            args.bc,
+            tiles * per_tile
+        )));
+    }
+    let dout = match &args.grad_out {
+        Some(path) => {
+            let g = read_head(path, "dO")?;
+            if g.dim() != (n_q, dv) {
+                return Err(Error::file(
+                    path,
+                    format!(
+                        "--grad-out has shape {:?}; dO must be shaped like the output O, [{n_q}, {dv}]",
+                        g.dim()
+                    ),
+                ));
+            }
+            g
+        }
+        None => {
+            let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xD0);
+            Array2::from_shape_fn((n_q, dv), |_| rng.random_range(-1.0f32..1.0))
+        }
+    };
+    let spec = AttnSpec {
+        mask: Mask::resolve(&args.mask, 1, 1, n_q, n_k)?,
+        alibi: None,
+        scale,
+    };
+    flash_backward::trace_backward(
+        q.view(),
+        k.view(),
+        v.view(),
+        dout.view(),
+        &spec,
+        args.br,
+        args.bc,
+        None,
+    )
+}
+
+#[derive(Serialize)]
+struct BackwardJson<'a> {
+    pass: &'static str,
+    n_q: usize,
+    n_k: usize,
+    d: usize,
+    d_v: usize,
+    br: usize,
+    bc: usize,
+    #[serde(rename = "loop")]
+    loop_order: &'static str,
+    scale: f64,
+    simd: String,
+    events: Vec<BackwardEventJson<'a>>,
+    dq: &'a [Vec<f64>],
+    dk: &'a [Vec<f64>],
+    /// The gradient dV (the contract's `dv`); V's head dimension is `d_v` here.
+    dv: &'a [Vec<f64>],
+    #[serde(rename = "D")]
+    d_rows: &'a [f64],
+    out: &'a [Vec<f64>],
+    lse: Vec<Option<f64>>,
+}
+
+#[derive(Serialize)]
+struct BackwardEventJson<'a> {
+    q_block: usize,
+    k_block: usize,
+    skipped: bool,
+    rows: [usize; 2],
+    cols: [usize; 2],
+    dq: &'a [Vec<f64>],
+    dk: &'a [Vec<f64>],
+    dv: &'a [Vec<f64>],
+    p: Option<&'a [Vec<f64>]>,
+    ds: Option<&'a [Vec<f64>]>,
+}
+
+fn backward_json(t: &BackwardTrace) -> BackwardJson<'_> {
+    BackwardJson {
+        pass: "backward",
+        n_q: t.n_q,
+        n_k: t.n_k,
+        d: t.d,
+        d_v: t.d_v,
+        br: t.br,
+        bc: t.bc,
+        loop_order: "kv-outer",
+        scale: t.scale,
+        simd: t.tier.to_string(),
+        events: t
+            .events
+            .iter()
+            .map(|e| BackwardEventJson {
+                q_block: e.q_block,
+                k_block: e.k_block,
+                skipped: e.skipped,
+                rows: [e.rows.start, e.rows.end],
+                cols: [e.cols.start, e.cols.end],
+                dq: &e.dq,
+                dk: &e.dk,
+                dv: &e.dv,
+                p: e.p.as_deref(),
+                ds: e.ds.as_deref(),
+            })
+            .collect(),
+        dq: &t.dq,
+        dk: &t.dk,
+        dv: &t.dv,
+        d_rows: &t.d_rows,
         out: &t.out,
         lse: finite_or_null(&t.lse),
     }

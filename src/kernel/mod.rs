@@ -5,6 +5,8 @@
 //! - [`exp`]: the vectorised 2^x and its error bound;
 //! - [`micro`]: the register-blocked GEMM micro-kernels of a tile;
 //! - [`tile`]: the algorithm itself (block state, one tile, both loop orders, observers);
+//! - [`gemm`], [`backward`]: FlashAttention-2's backward pass (dQ, dK, dV) and the
+//!   general register-blocked product its tiles use;
 //! - [`peak`]: this CPU's fp32 FMA peak, measured;
 //! - [`pool`]: worker threads.
 //!
@@ -22,14 +24,21 @@ use crate::attn::problem::{AttnSpec, ProblemShape};
 use crate::attn::range::{self, Magnitudes, PathKind};
 use crate::error::{Error, Result};
 
+pub mod backward;
+mod backward_tile;
 mod buf;
 pub mod exp;
+pub mod gemm;
 pub mod micro;
 pub mod peak;
 mod pool;
 pub mod tier;
 pub mod tile;
 
+pub use backward::{
+    BWD_BLOCK_K, BWD_BLOCK_Q, BackwardInputs, FlashGrads, GradObserver, GradView, NoGradObserver,
+    attention_backward, attention_backward_observed,
+};
 pub use buf::AlignedBuf;
 pub use pool::default_threads;
 pub(crate) use pool::pool as thread_pool;

@@ -393,24 +393,67 @@ fn add_biases<S: Simd>(
     let ld = state.ld;
     let nvec = ld / lanes;
     let st = scr.st.as_mut_slice();
+    let rows = RowBias {
+        rows: state.rows.clone(),
+        qpos: state.qpos.as_slice(),
+        band: state
+            .banded
+            .then(|| (state.band_lo.as_slice(), state.band_hi.as_slice())),
+    };
+    apply_biases(s, head, &rows, st, ld, cols.clone(), class);
+    let tmax = scr.tmax.as_mut_slice();
+    let (tv, _) = S::as_mut_simd_f32s(&mut tmax[..ld]);
+    for jj in 0..cols.len() {
+        let (rv, _) = S::as_simd_f32s(&st[jj * ld..][..ld]);
+        for (t, &x) in tv.iter_mut().zip(rv) {
+            *t = s.max_f32s(*t, x);
+        }
+    }
+    debug_assert_eq!(tv.len(), nvec);
+}
+
+/// What the bias code needs to know about a query block's rows: their absolute range,
+/// their positions on the key axis (for ALiBi) and, for band masks, each row's band
+/// band_lo <= j < band_hi (`ld` values each, padding rows seeing everything).
+pub(crate) struct RowBias<'a> {
+    pub rows: Range<usize>,
+    pub qpos: &'a [f32],
+    pub band: Option<(&'a [f32], &'a [f32])>,
+}
+
+/// Add ALiBi (lane-wise) and the mask (Partial tiles only: lane-wise for band masks,
+/// else element by element) to the base-2 scores S^T [keys of `cols`][ld]; shared by
+/// the forward and the backward, so both see exactly the same scores.
+#[inline(always)]
+pub(crate) fn apply_biases<S: Simd>(
+    s: S,
+    head: &Head<'_>,
+    rows: &RowBias<'_>,
+    st: &mut [f32],
+    ld: usize,
+    cols: Range<usize>,
+    class: TileClass,
+) {
     if let Some(slope2) = head.alibi2 {
         let neg = s.splat_f32s(-slope2);
-        let qpos = state.qpos.as_slice();
         for (jj, j) in cols.clone().enumerate() {
             let key = s.splat_f32s(j as f32);
             let row = &mut st[jj * ld..][..ld];
             let (rv, _) = S::as_mut_simd_f32s(row);
-            let (qv, _) = S::as_simd_f32s(qpos);
+            let (qv, _) = S::as_simd_f32s(&rows.qpos[..ld]);
             for (x, &p) in rv.iter_mut().zip(qv) {
                 let dist = s.abs_f32s(s.sub_f32s(p, key));
                 *x = s.mul_add_e_f32s(neg, dist, *x);
             }
         }
     }
-    if class == TileClass::Partial && state.banded {
+    if class != TileClass::Partial {
+        return;
+    }
+    if let Some((lo, hi)) = rows.band {
         let ninf = s.splat_f32s(f32::NEG_INFINITY);
-        let (lo, _) = S::as_simd_f32s(state.band_lo.as_slice());
-        let (hi, _) = S::as_simd_f32s(state.band_hi.as_slice());
+        let (lo, _) = S::as_simd_f32s(&lo[..ld]);
+        let (hi, _) = S::as_simd_f32s(&hi[..ld]);
         for (jj, j) in cols.clone().enumerate() {
             let key = s.splat_f32s(j as f32);
             let (rv, _) = S::as_mut_simd_f32s(&mut st[jj * ld..][..ld]);
@@ -422,8 +465,8 @@ fn add_biases<S: Simd>(
                 *x = s.select_f32s(outside, ninf, *x);
             }
         }
-    } else if class == TileClass::Partial {
-        for (r, i) in state.rows.clone().enumerate() {
+    } else {
+        for (r, i) in rows.rows.clone().enumerate() {
             for (jj, j) in cols.clone().enumerate() {
                 // Shifted by the row's largest finite bias, so in [-inf, 0]: a bias too
                 // negative for f32 becomes -inf, which is exact (see attn::range).
@@ -434,15 +477,6 @@ fn add_biases<S: Simd>(
             }
         }
     }
-    let tmax = scr.tmax.as_mut_slice();
-    let (tv, _) = S::as_mut_simd_f32s(&mut tmax[..ld]);
-    for jj in 0..cols.len() {
-        let (rv, _) = S::as_simd_f32s(&st[jj * ld..][..ld]);
-        for (t, &x) in tv.iter_mut().zip(rv) {
-            *t = s.max_f32s(*t, x);
-        }
-    }
-    debug_assert_eq!(tv.len(), nvec);
 }
 
 /// The online-softmax update shared by every loop order, lane-wise over the block's rows:

@@ -8,8 +8,27 @@
 
 use std::path::{Path, PathBuf};
 
-use super::load::Format;
+use serde::Serialize;
+
 use crate::error::{Error, Result};
+
+/// The file format a model came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Format {
+    #[serde(rename = "gguf")]
+    Gguf,
+    #[serde(rename = "hf")]
+    HfFolder,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Gguf => "gguf",
+            Format::HfFolder => "hf",
+        }
+    }
+}
 
 /// One model on disk.
 #[derive(Debug, Clone, PartialEq)]

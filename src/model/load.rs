@@ -5,29 +5,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use super::find::Format;
 use super::find::{self, Found};
 use super::gguf::GgufFile;
 use super::tokenizer::ModelTokenizer;
-use super::{Linear, Mlp, ModelConfig, Norm, Weights, gguf_llama, hf};
+use super::{Linear, Mlp, ModelConfig, Norm, Weights, gguf_llama, hf, tokenizer_gguf};
 use crate::error::{Error, Result};
-
-/// The file format a model came in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Format {
-    #[serde(rename = "gguf")]
-    Gguf,
-    #[serde(rename = "hf")]
-    HfFolder,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Gguf => "gguf",
-            Format::HfFolder => "hf",
-        }
-    }
-}
 
 /// A model ready to run.
 #[derive(Debug)]
@@ -107,7 +90,7 @@ pub fn load_found(f: Found) -> Result<LoadedModel> {
         Format::Gguf => {
             let g = GgufFile::open(&f.path)?;
             let config = gguf_llama::config(&g)?;
-            let tokenizer = ModelTokenizer::from_gguf(&g)?;
+            let tokenizer = tokenizer_gguf::build(&g)?;
             check_vocab(&f.path, &config, &tokenizer)?;
             let weights = gguf_llama::weights(&g, &config)?;
             let file_bytes = g.file_bytes;
@@ -202,7 +185,7 @@ pub fn inspect_found(f: &Found) -> Result<ModelInfo> {
 /// The tokenizer alone (for `model info`), without reading any tensor.
 pub fn tokenizer(f: &Found) -> Result<ModelTokenizer> {
     match f.format {
-        Format::Gguf => ModelTokenizer::from_gguf(&GgufFile::open(&f.path)?),
+        Format::Gguf => tokenizer_gguf::build(&GgufFile::open(&f.path)?),
         Format::HfFolder => ModelTokenizer::from_hf_dir(&f.path),
     }
 }

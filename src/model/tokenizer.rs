@@ -1,12 +1,11 @@
 //! A model's own tokenizer: `tokenizers::Tokenizer` from a folder's `tokenizer.json`, or
-//! built from a GGUF file's `tokenizer.ggml.*` metadata ([`super::tokenizer_gguf`]).
+//! built from a GGUF file's `tokenizer.ggml.*` metadata (by `tokenizer_gguf`).
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use tokenizers::Tokenizer;
 
-use super::gguf::GgufFile;
 use crate::error::{Error, Result};
 
 /// How a vocabulary writes the text of a piece.
@@ -113,11 +112,6 @@ impl ModelTokenizer {
         let bos = named("bos_token").or_else(|| from_config("bos_token_id"));
         let eos = named("eos_token").or_else(|| from_config("eos_token_id"));
         Ok(Self::new(tok, kind, style, bos, eos))
-    }
-
-    /// From a GGUF file's own vocabulary.
-    pub fn from_gguf(g: &GgufFile) -> Result<Self> {
-        super::tokenizer_gguf::build(g)
     }
 
     /// Token ids of `text`, with the special tokens the model's tokenizer adds.

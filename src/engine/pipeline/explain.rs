@@ -17,7 +17,6 @@ fn paren(x: f64) -> String {
     }
 }
 
-
 /// "label = a*b + ... = value".
 fn dot_line(label: &str, a: &[f64], b: &[f64]) -> (String, f64) {
     let value: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();

@@ -1,0 +1,642 @@
+//! FlashAttention-2's backward pass: dQ, dK, dV of sum(O * dO) from Q, K, V, the
+//! forward's O and log-sum-exp, and dO, tile by tile ([`super::backward_tile`]), with
+//! no N x N matrix: memory is O(N d).
+//!
+//! Loop order and threads. Key blocks are outer: a task owns the dK_j, dV_j
+//! accumulators of its key blocks (one Bc x d tile each, in cache for the whole pass
+//! over the query blocks) and streams the query blocks by, adding to dQ_i. The other
+//! order (query blocks outer, as PyTorch's CPU kernel does) keeps dQ_i on chip instead
+//! and must read and write two tiles (dK_j and dV_j) per tile instead of one; it also
+//! needs per-task dK, dV copies for GQA, since a group's heads share them. (The choice
+//! rests on that count of accumulator traffic; the two orders have not been timed
+//! against each other.)
+//!
+//! A task is (batch entry, K/V group, key-block chunk): it loops over the heads of its
+//! group, so dK and dV are summed over the group's heads inside one task and no two
+//! tasks ever write the same dK, dV row; no atomics. Chunk c takes the key blocks
+//! kb = c, c + C, c + 2C, ... (interleaved, so a causal mask's uneven work per key
+//! block is shared evenly), and each chunk adds into its own dQ buffer; the C buffers
+//! are summed in chunk order at the end. C depends on the shape only (enough tasks for
+//! [`MIN_TASKS`] threads), never on the thread count, so results are bit-identical for
+//! 1 or N threads.
+
+use pulp::{Simd, WithSimd};
+use rayon::prelude::*;
+
+use super::backward_tile::{self, BwdScratch, KvBlock, QBlock, TileGrads};
+use super::buf::AlignedBuf;
+use super::tier::Tier;
+use super::tile::Head;
+use super::{KernelOptions, check_problem, default_threads, pool};
+use crate::engine::mask::TileClass;
+use crate::engine::problem::{AttnSpec, ProblemShape};
+use crate::error::{Error, Result};
+
+/// Query rows per block of the backward (Br): 64 rows are 4 AVX-512 vectors, and the
+/// query block's four packed copies (Q^T, Q, dO^T, dO at d = 64, 16 KB each) stay in L1
+/// and L2 while a tile's five products run.
+pub const BWD_BLOCK_Q: usize = 64;
+
+/// Keys per block of the backward (Bc): P^T and dS^T (64 x 64 x 4 B = 16 KB each) and
+/// the dK_j, dV_j accumulators (16 KB each at d = 64) fit in L2 beside the query block.
+pub const BWD_BLOCK_K: usize = 64;
+
+/// The backward splits a (batch, group) into key-block chunks until there are at least
+/// this many tasks, so a problem of one head still keeps a few cores busy.
+pub const MIN_TASKS: usize = 4;
+
+/// The backward's result: dq [B,H,Nq,d], dk [B,G,Nk,d], dv [B,G,Nk,dv], the row terms
+/// D = rowsum(dO * O) [B,H,Nq], and the tier that ran.
+#[derive(Debug, Clone)]
+pub struct FlashGrads {
+    pub dq: Vec<f32>,
+    pub dk: Vec<f32>,
+    pub dv: Vec<f32>,
+    pub d: Vec<f32>,
+    pub tier: Tier,
+}
+
+/// The forward's results the backward reads, and the gradient of the output.
+#[derive(Clone, Copy)]
+pub struct BackwardInputs<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    /// O [B,H,Nq,dv] of the forward.
+    pub out: &'a [f32],
+    /// Log-sum-exp [B,H,Nq] of the forward (natural log, -inf for a fully masked row).
+    pub lse: &'a [f32],
+    /// dO [B,H,Nq,dv].
+    pub dout: &'a [f32],
+}
+
+/// A read-only view of the gradients after one tile, for observers.
+pub struct GradView<'a> {
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    computed: std::ops::Range<usize>,
+    ld: usize,
+    ldq: usize,
+    ldo: usize,
+    d: usize,
+    dv: usize,
+    dq: &'a [f32],
+    dk: &'a [f32],
+    dvv: &'a [f32],
+    pt: &'a [f32],
+    dst: &'a [f32],
+}
+
+impl GradView<'_> {
+    /// Absolute query rows of the block (the rows of dQ this tile updated).
+    pub fn rows(&self) -> std::ops::Range<usize> {
+        self.rows.clone()
+    }
+
+    /// Absolute keys of the block (the rows of dK and dV this tile updated).
+    pub fn cols(&self) -> std::ops::Range<usize> {
+        self.cols.clone()
+    }
+
+    /// dQ row `r` (relative to the block) so far.
+    pub fn dq(&self, r: usize) -> Vec<f64> {
+        widen(&self.dq[r * self.ldq..][..self.d])
+    }
+
+    /// dK row of key `jj` (relative to the key block) so far.
+    pub fn dk(&self, jj: usize) -> Vec<f64> {
+        widen(&self.dk[jj * self.ldq..][..self.d])
+    }
+
+    /// dV row of key `jj` (relative to the key block) so far.
+    pub fn dv(&self, jj: usize) -> Vec<f64> {
+        widen(&self.dvv[jj * self.ldo..][..self.dv])
+    }
+
+    /// P of block row `r` and absolute key `j`, as this tile recomputed it from L.
+    pub fn p(&self, r: usize, j: usize) -> f64 {
+        if self.computed.contains(&j) {
+            self.pt[(j - self.computed.start) * self.ld + r] as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// scale * dS = scale * P (dP - D) of block row `r` and absolute key `j`.
+    pub fn ds(&self, r: usize, j: usize) -> f64 {
+        if self.computed.contains(&j) {
+            self.dst[(j - self.computed.start) * self.ld + r] as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+fn widen(xs: &[f32]) -> Vec<f64> {
+    xs.iter().map(|&x| x as f64).collect()
+}
+
+/// Called after every tile of the backward. [`NoGradObserver`] compiles to nothing.
+pub trait GradObserver {
+    /// After tile (q_block, k_block) of query head `h`: what it updated, or that the
+    /// tile was skipped (then `view` shows the unchanged state).
+    fn tile(&mut self, h: usize, q_block: usize, k_block: usize, skipped: bool, view: GradView<'_>);
+}
+
+/// The observer of the fast path: records nothing.
+pub struct NoGradObserver;
+
+impl GradObserver for NoGradObserver {
+    #[inline(always)]
+    fn tile(&mut self, _: usize, _: usize, _: usize, _: bool, _: GradView<'_>) {}
+}
+
+/// dQ, dK, dV of sum(O * dO) with the tiled kernel. q, k, v as for
+/// [`super::attention`] (RoPE, if any, already applied: the gradients are with respect
+/// to the rotated q and k); `inp.out` and `inp.lse` from the forward.
+pub fn attention_backward(
+    shape: &ProblemShape,
+    inp: &BackwardInputs<'_>,
+    spec: &AttnSpec,
+    opts: &KernelOptions,
+) -> Result<FlashGrads> {
+    check_problem(shape, inp.q, inp.k, inp.v, spec)?;
+    check_forward(shape, inp)?;
+    let tier = Tier::resolve(opts.tier, "kernel tier")?;
+    let threads = opts.threads.unwrap_or_else(default_threads);
+    if threads == 0 {
+        return Err(Error::usage("--threads must be at least 1"));
+    }
+    let br = opts.block_q.unwrap_or(BWD_BLOCK_Q);
+    let bc = opts.block_k.unwrap_or(BWD_BLOCK_K);
+    if br == 0 || bc == 0 {
+        return Err(Error::usage(format!(
+            "block sizes must be at least 1; got {br} query rows x {bc} keys"
+        )));
+    }
+    let s = *shape;
+    let geo = Geometry::new(tier, &s, spec, br, bc);
+    let groups = s.batch * s.kv_heads;
+    let chunks = MIN_TASKS.div_ceil(groups).clamp(1, geo.k_blocks);
+    let heads: Vec<Head<'_>> = (0..s.batch * s.heads)
+        .map(|bh| head_of(&s, bh, inp, spec, geo.br, geo.bc))
+        .collect();
+    let pack = |bh: usize| HeadPack::new(&geo, &heads[bh], inp, bh);
+    let task = |packs: &[HeadPack], t: usize| {
+        tier.dispatch(TaskJob {
+            geo: &geo,
+            heads: &heads,
+            packs,
+            bg: t / chunks,
+            chunk: t % chunks,
+            chunks,
+            observer: &mut NoGradObserver,
+        })
+    };
+    let (packs, outs) = if threads == 1 {
+        let packs: Vec<HeadPack> = (0..heads.len()).map(pack).collect();
+        let outs: Vec<TaskOut> = (0..groups * chunks).map(|t| task(&packs, t)).collect();
+        (packs, outs)
+    } else {
+        pool::pool(threads)?.install(|| {
+            let packs: Vec<HeadPack> = (0..heads.len()).into_par_iter().map(pack).collect();
+            let outs: Vec<TaskOut> = (0..groups * chunks)
+                .into_par_iter()
+                .map(|t| task(&packs, t))
+                .collect();
+            (packs, outs)
+        })
+    };
+    Ok(assemble(&geo, &s, &packs, outs, chunks, tier))
+}
+
+/// One head (B = H = 1) through the same tiled backward as [`attention_backward`], in
+/// one task (key blocks outer, query blocks inner), with `observer` called after every
+/// tile: the instrumented run behind `attnviz trace --backward`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward_observed<O: GradObserver>(
+    shape: &ProblemShape,
+    inp: &BackwardInputs<'_>,
+    spec: &AttnSpec,
+    tier: Option<Tier>,
+    br: usize,
+    bc: usize,
+    observer: &mut O,
+) -> Result<FlashGrads> {
+    if shape.batch != 1 || shape.heads != 1 {
+        return Err(Error::usage(format!(
+            "the instrumented backward takes one head; got batch {} x {} heads",
+            shape.batch, shape.heads
+        )));
+    }
+    check_problem(shape, inp.q, inp.k, inp.v, spec)?;
+    check_forward(shape, inp)?;
+    if br == 0 || bc == 0 {
+        return Err(Error::usage(format!(
+            "block sizes must be at least 1; got Br = {br}, Bc = {bc}"
+        )));
+    }
+    let tier = Tier::resolve(tier, "kernel tier")?;
+    let geo = Geometry::new(tier, shape, spec, br, bc);
+    let heads = vec![head_of(shape, 0, inp, spec, geo.br, geo.bc)];
+    let packs = vec![HeadPack::new(&geo, &heads[0], inp, 0)];
+    let out = tier.dispatch(TaskJob {
+        geo: &geo,
+        heads: &heads,
+        packs: &packs,
+        bg: 0,
+        chunk: 0,
+        chunks: 1,
+        observer,
+    });
+    Ok(assemble(&geo, shape, &packs, vec![out], 1, tier))
+}
+
+fn check_forward(s: &ProblemShape, inp: &BackwardInputs<'_>) -> Result<()> {
+    let rows = s.batch * s.heads * s.n_q;
+    let want = [
+        ("O", inp.out.len(), rows * s.dv, "[B,H,Nq,dv]"),
+        ("lse", inp.lse.len(), rows, "[B,H,Nq]"),
+        ("dO", inp.dout.len(), rows * s.dv, "[B,H,Nq,dv]"),
+    ];
+    for (name, have, need, layout) in want {
+        if have != need {
+            return Err(Error::usage(format!(
+                "{name} holds {have} values but {layout} of {s:?} needs {need}"
+            )));
+        }
+    }
+    if let Some(i) = inp
+        .lse
+        .iter()
+        .position(|x| x.is_nan() || *x == f32::INFINITY)
+    {
+        return Err(Error::usage(format!(
+            "lse[{i}] is {}; a log-sum-exp is finite or -inf (a fully masked row)",
+            inp.lse[i]
+        )));
+    }
+    Ok(())
+}
+
+fn head_of<'a>(
+    s: &ProblemShape,
+    bh: usize,
+    inp: &BackwardInputs<'a>,
+    spec: &'a AttnSpec,
+    br: usize,
+    bc: usize,
+) -> Head<'a> {
+    let (b, h) = (bh / s.heads, bh % s.heads);
+    let g = b * s.kv_heads + s.kv_head_for(h);
+    let log2e = std::f64::consts::LOG2_E;
+    Head {
+        b,
+        h,
+        q: &inp.q[bh * s.n_q * s.d..][..s.n_q * s.d],
+        k: &inp.k[g * s.n_k * s.d..][..s.n_k * s.d],
+        v: &inp.v[g * s.n_k * s.dv..][..s.n_k * s.dv],
+        ldv: s.dv,
+        n_q: s.n_q,
+        n_k: s.n_k,
+        d: s.d,
+        dv: s.dv,
+        scale2: (spec.scale * log2e) as f32,
+        alibi2: spec.alibi.as_ref().map(|sl| (sl[h] * log2e) as f32),
+        mask: &spec.mask,
+        br,
+        bc,
+    }
+}
+
+/// Padded sizes shared by every buffer of one call.
+struct Geometry {
+    /// The score scale (natural units), by which dS is multiplied.
+    scale: f32,
+    br: usize,
+    bc: usize,
+    /// Padded rows of a query block (whole vectors).
+    ld: usize,
+    /// d and dv padded to whole vectors.
+    ldq: usize,
+    ldo: usize,
+    q_blocks: usize,
+    k_blocks: usize,
+    heads_per_group: usize,
+    heads: usize,
+    kv_heads: usize,
+}
+
+impl Geometry {
+    fn new(tier: Tier, s: &ProblemShape, spec: &AttnSpec, br: usize, bc: usize) -> Self {
+        let lanes = tier.lanes();
+        let br = br.min(s.n_q);
+        let bc = bc.min(s.n_k);
+        Geometry {
+            scale: spec.scale as f32,
+            br,
+            bc,
+            ld: br.next_multiple_of(lanes),
+            ldq: s.d.next_multiple_of(lanes),
+            ldo: s.dv.next_multiple_of(lanes),
+            q_blocks: s.n_q.div_ceil(br),
+            k_blocks: s.n_k.div_ceil(bc),
+            heads_per_group: s.heads / s.kv_heads,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+        }
+    }
+}
+
+/// Every query block of one (batch, head), packed as the tiles read it.
+struct HeadPack {
+    qt: AlignedBuf,
+    qr: AlignedBuf,
+    dot: AlignedBuf,
+    dor: AlignedBuf,
+    l2: AlignedBuf,
+    dd: AlignedBuf,
+    qpos: AlignedBuf,
+    banded: bool,
+    band_lo: AlignedBuf,
+    band_hi: AlignedBuf,
+    band_union: Vec<std::ops::Range<usize>>,
+}
+
+impl HeadPack {
+    fn new(geo: &Geometry, head: &Head<'_>, inp: &BackwardInputs<'_>, bh: usize) -> Self {
+        let (ld, ldq, ldo, nb) = (geo.ld, geo.ldq, geo.ldo, geo.q_blocks);
+        let (d, dv, n_q) = (head.d, head.dv, head.n_q);
+        let out = &inp.out[bh * n_q * dv..][..n_q * dv];
+        let dout = &inp.dout[bh * n_q * dv..][..n_q * dv];
+        let lse = &inp.lse[bh * n_q..][..n_q];
+        let mut p = HeadPack {
+            qt: AlignedBuf::zeros(nb * d * ld),
+            qr: AlignedBuf::zeros(nb * ld * ldq),
+            dot: AlignedBuf::zeros(nb * dv * ld),
+            dor: AlignedBuf::zeros(nb * ld * ldo),
+            l2: AlignedBuf::zeros(nb * ld),
+            dd: AlignedBuf::zeros(nb * ld),
+            qpos: AlignedBuf::zeros(nb * ld),
+            banded: head.mask.visible_keys(head.b, 0).is_some(),
+            band_lo: AlignedBuf::new(),
+            band_hi: AlignedBuf::new(),
+            band_union: Vec::new(),
+        };
+        p.l2.as_mut_slice().fill(f32::INFINITY);
+        if p.banded {
+            p.band_lo = AlignedBuf::zeros(nb * ld);
+            p.band_hi = AlignedBuf::zeros(nb * ld);
+            // Padding rows see everything (their P is 0 through L2 = +inf anyway).
+            p.band_hi.as_mut_slice().fill(f32::INFINITY);
+        }
+        let offset = head.n_k as f32 - n_q as f32;
+        let log2e = std::f64::consts::LOG2_E;
+        for qb in 0..nb {
+            let rows = head.q_rows(qb);
+            let qt = &mut p.qt.as_mut_slice()[qb * d * ld..][..d * ld];
+            let qr = &mut p.qr.as_mut_slice()[qb * ld * ldq..][..ld * ldq];
+            let dot = &mut p.dot.as_mut_slice()[qb * dv * ld..][..dv * ld];
+            let dor = &mut p.dor.as_mut_slice()[qb * ld * ldo..][..ld * ldo];
+            let l2 = &mut p.l2.as_mut_slice()[qb * ld..][..ld];
+            let dd = &mut p.dd.as_mut_slice()[qb * ld..][..ld];
+            let qpos = &mut p.qpos.as_mut_slice()[qb * ld..][..ld];
+            for (r, qp) in qpos.iter_mut().enumerate() {
+                *qp = (rows.start + r) as f32 + offset;
+            }
+            for (r, i) in rows.clone().enumerate() {
+                let qrow = &head.q[i * d..][..d];
+                qr[r * ldq..][..d].copy_from_slice(qrow);
+                for (c, &x) in qrow.iter().enumerate() {
+                    qt[c * ld + r] = x * head.scale2;
+                }
+                let grow = &dout[i * dv..][..dv];
+                dor[r * ldo..][..dv].copy_from_slice(grow);
+                for (c, &x) in grow.iter().enumerate() {
+                    dot[c * ld + r] = x;
+                }
+                let orow = &out[i * dv..][..dv];
+                dd[r] = grow
+                    .iter()
+                    .zip(orow)
+                    .map(|(&g, &o)| g as f64 * o as f64)
+                    .sum::<f64>() as f32;
+                // A fully masked row (lse = -inf) gets L2 = +inf: its P is exactly 0.
+                if lse[i] != f32::NEG_INFINITY {
+                    l2[r] = (lse[i] as f64 * log2e) as f32;
+                }
+            }
+            // The union of the bands; it stays empty if every row is fully masked.
+            let (mut first, mut last) = (usize::MAX, 0);
+            if p.banded {
+                let lo = &mut p.band_lo.as_mut_slice()[qb * ld..][..ld];
+                let hi = &mut p.band_hi.as_mut_slice()[qb * ld..][..ld];
+                for (r, i) in rows.clone().enumerate() {
+                    if let Some(keys) = head.mask.visible_keys(head.b, i) {
+                        lo[r] = keys.start as f32;
+                        hi[r] = keys.end as f32;
+                        if !keys.is_empty() {
+                            first = first.min(keys.start);
+                            last = last.max(keys.end);
+                        }
+                    }
+                }
+            }
+            p.band_union.push(first..last);
+        }
+        p
+    }
+
+    fn block(&self, geo: &Geometry, head: &Head<'_>, qb: usize) -> QBlock<'_> {
+        let (ld, ldq, ldo) = (geo.ld, geo.ldq, geo.ldo);
+        let (d, dv) = (head.d, head.dv);
+        QBlock {
+            rows: head.q_rows(qb),
+            ld,
+            qt: &self.qt.as_slice()[qb * d * ld..][..d * ld],
+            qr: &self.qr.as_slice()[qb * ld * ldq..][..ld * ldq],
+            dot: &self.dot.as_slice()[qb * dv * ld..][..dv * ld],
+            dor: &self.dor.as_slice()[qb * ld * ldo..][..ld * ldo],
+            l2: &self.l2.as_slice()[qb * ld..][..ld],
+            dd: &self.dd.as_slice()[qb * ld..][..ld],
+            qpos: &self.qpos.as_slice()[qb * ld..][..ld],
+            band: self.banded.then(|| {
+                (
+                    &self.band_lo.as_slice()[qb * ld..][..ld],
+                    &self.band_hi.as_slice()[qb * ld..][..ld],
+                )
+            }),
+            band_union: self.band_union[qb].clone(),
+        }
+    }
+}
+
+/// What one task computed: dQ of its group's heads (its own copy, [hpg][q_blocks][ld]
+/// [ldq]) and dK, dV of its key blocks ([its blocks][bc][ldq | ldo]).
+struct TaskOut {
+    dq: AlignedBuf,
+    dk: AlignedBuf,
+    dv: AlignedBuf,
+}
+
+struct TaskJob<'a, 'h, O> {
+    geo: &'a Geometry,
+    heads: &'a [Head<'h>],
+    packs: &'a [HeadPack],
+    /// batch * kv_heads + group.
+    bg: usize,
+    chunk: usize,
+    chunks: usize,
+    observer: &'a mut O,
+}
+
+impl<O: GradObserver> WithSimd for TaskJob<'_, '_, O> {
+    type Output = TaskOut;
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) -> TaskOut {
+        let geo = self.geo;
+        let packs = self.packs;
+        let (ld, ldq, ldo, bc, hpg) = (geo.ld, geo.ldq, geo.ldo, geo.bc, geo.heads_per_group);
+        let (b, g) = (self.bg / geo.kv_heads, self.bg % geo.kv_heads);
+        let my_blocks: Vec<usize> = (self.chunk..geo.k_blocks).step_by(self.chunks).collect();
+        let dq_head = geo.q_blocks * ld * ldq;
+        let mut out = TaskOut {
+            dq: AlignedBuf::zeros(hpg * dq_head),
+            dk: AlignedBuf::zeros(my_blocks.len() * bc * ldq),
+            dv: AlignedBuf::zeros(my_blocks.len() * bc * ldo),
+        };
+        let mut scr = BwdScratch::default();
+        let mut kpad = AlignedBuf::zeros(bc * ldq);
+        let first = &self.heads[b * geo.heads + g * hpg];
+        let (d, scale) = (first.d, geo.scale);
+        for (slot, &kb) in my_blocks.iter().enumerate() {
+            let cols = first.k_cols(kb);
+            {
+                let kp = kpad.as_mut_slice();
+                for (jj, j) in cols.clone().enumerate() {
+                    kp[jj * ldq..][..d].copy_from_slice(&first.k[j * d..][..d]);
+                }
+            }
+            let dk = &mut out.dk.as_mut_slice()[slot * bc * ldq..][..bc * ldq];
+            let dv = &mut out.dv.as_mut_slice()[slot * bc * ldo..][..bc * ldo];
+            let kv = KvBlock {
+                cols: cols.clone(),
+                kpad: kpad.as_slice(),
+                ldq,
+                ldo,
+            };
+            for hh in 0..hpg {
+                let bh = b * geo.heads + g * hpg + hh;
+                let head = &self.heads[bh];
+                let pack = &packs[bh];
+                for qb in 0..geo.q_blocks {
+                    let class = head.class(qb, kb);
+                    let skipped = class == TileClass::Empty;
+                    let qblk = pack.block(geo, head, qb);
+                    let dq = &mut out.dq.as_mut_slice()[hh * dq_head + qb * ld * ldq..][..ld * ldq];
+                    if !skipped {
+                        backward_tile::backward_tile(
+                            s,
+                            head,
+                            &qblk,
+                            &kv,
+                            class,
+                            scale,
+                            &mut scr,
+                            TileGrads {
+                                dq: &mut *dq,
+                                dk: &mut *dk,
+                                dv: &mut *dv,
+                            },
+                        );
+                    } else {
+                        scr.computed = 0..0;
+                    }
+                    self.observer.tile(
+                        head.h,
+                        qb,
+                        kb,
+                        skipped,
+                        GradView {
+                            rows: qblk.rows.clone(),
+                            cols: cols.clone(),
+                            computed: scr.computed.clone(),
+                            ld,
+                            ldq,
+                            ldo,
+                            d,
+                            dv: head.dv,
+                            dq,
+                            dk,
+                            dvv: dv,
+                            pt: scr.pt.as_slice(),
+                            dst: scr.dst.as_slice(),
+                        },
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Sum the chunks' dQ copies in chunk order and place every task's dK, dV blocks.
+fn assemble(
+    geo: &Geometry,
+    s: &ProblemShape,
+    packs: &[HeadPack],
+    outs: Vec<TaskOut>,
+    chunks: usize,
+    tier: Tier,
+) -> FlashGrads {
+    let (ld, ldq, ldo, bc, hpg) = (geo.ld, geo.ldq, geo.ldo, geo.bc, geo.heads_per_group);
+    let (d, dv, n_q, n_k) = (s.d, s.dv, s.n_q, s.n_k);
+    let mut dq = vec![0.0f32; s.batch * s.heads * n_q * d];
+    let mut dk = vec![0.0f32; s.batch * s.kv_heads * n_k * d];
+    let mut dvo = vec![0.0f32; s.batch * s.kv_heads * n_k * dv];
+    let mut dd = vec![0.0f32; s.batch * s.heads * n_q];
+    let dq_head = geo.q_blocks * ld * ldq;
+    for (t, o) in outs.iter().enumerate() {
+        let (bg, c) = (t / chunks, t % chunks);
+        let (b, g) = (bg / geo.kv_heads, bg % geo.kv_heads);
+        for hh in 0..hpg {
+            let bh = b * geo.heads + g * hpg + hh;
+            let src = &o.dq.as_slice()[hh * dq_head..][..dq_head];
+            let dst = &mut dq[bh * n_q * d..][..n_q * d];
+            for i in 0..n_q {
+                let (qb, r) = (i / geo.br, i % geo.br);
+                let row = &src[(qb * ld + r) * ldq..][..d];
+                let out = &mut dst[i * d..][..d];
+                if c == 0 {
+                    out.copy_from_slice(row);
+                } else {
+                    for (y, &x) in out.iter_mut().zip(row) {
+                        *y += x;
+                    }
+                }
+            }
+        }
+        for (slot, kb) in (c..geo.k_blocks).step_by(chunks).enumerate() {
+            let keys = kb * bc..((kb + 1) * bc).min(n_k);
+            for (jj, j) in keys.enumerate() {
+                let row = bg * n_k + j;
+                dk[row * d..][..d].copy_from_slice(&o.dk.as_slice()[(slot * bc + jj) * ldq..][..d]);
+                dvo[row * dv..][..dv]
+                    .copy_from_slice(&o.dv.as_slice()[(slot * bc + jj) * ldo..][..dv]);
+            }
+        }
+    }
+    for (bh, p) in packs.iter().enumerate() {
+        for i in 0..n_q {
+            let (qb, r) = (i / geo.br, i % geo.br);
+            dd[bh * n_q + i] = p.dd.as_slice()[qb * ld + r];
+        }
+    }
+    FlashGrads {
+        dq,
+        dk,
+        dv: dvo,
+        d: dd,
+        tier,
+    }
+}
