@@ -106,6 +106,12 @@ pub enum Source {
         layers: Vec<Array3<f64>>,
         layer: usize,
     },
+    /// A real model's computation of a text (`attnviz --model MODEL --tokens TEXT`): the
+    /// pipeline is block `layer`'s, recomputed by the engine from the model's tensors.
+    Real {
+        session: std::sync::Arc<crate::model::session::ModelSession>,
+        layer: usize,
+    },
 }
 
 impl Source {
@@ -136,6 +142,17 @@ impl Source {
                 })?;
                 Pipeline::from_weights(tokens.clone(), attn.clone())
             }
+            Source::Real { session, layer } => {
+                if session.block_fits() {
+                    return session.block_pipeline(*layer);
+                }
+                // Too long for every stage in f64: the layer's weights alone.
+                let (h, n) = (session.config().heads, session.n());
+                let attn = Array3::from_shape_fn((h, n, n), |(hh, i, j)| {
+                    session.head_weights(*layer, hh)[i * n + j] as f64
+                });
+                Pipeline::from_weights(session.pieces.clone(), attn)
+            }
         }
     }
 
@@ -145,13 +162,22 @@ impl Source {
 
     /// True if the app computes attention (so masks, PE and scale can change).
     pub fn is_computed(&self) -> bool {
-        !matches!(self, Source::Weights { .. })
+        !matches!(self, Source::Weights { .. } | Source::Real { .. })
+    }
+
+    /// The real model's session, when the numbers come from one.
+    pub fn session(&self) -> Option<&crate::model::session::ModelSession> {
+        match self {
+            Source::Real { session, .. } => Some(session),
+            _ => None,
+        }
     }
 
     /// Layers of a weights file (1 otherwise).
     pub fn layers(&self) -> usize {
         match self {
             Source::Weights { layers, .. } => layers.len(),
+            Source::Real { session, .. } => session.config().layers,
             _ => 1,
         }
     }

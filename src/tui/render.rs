@@ -206,11 +206,17 @@ fn fields(state: &State) -> Vec<Field> {
         }
         PipelineSource::Tensors => out.push(field("d", sh.d.to_string())),
         PipelineSource::Block => {
+            if let Source::Real { layer, .. } = &state.source {
+                out.push(field(
+                    "layer",
+                    format!("{}/{}", layer + 1, state.source.layers()),
+                ));
+            }
             out.push(field("d_model", p.config.d_model.to_string()));
             out.push(field("d_k", sh.d.to_string()));
         }
         PipelineSource::Weights => {
-            if let Source::Weights { layer, .. } = &state.source {
+            if let Source::Weights { layer, .. } | Source::Real { layer, .. } = &state.source {
                 out.push(field(
                     "layer",
                     format!("{}/{}", layer + 1, state.source.layers()),

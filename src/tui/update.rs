@@ -353,6 +353,13 @@ fn cycle_mask(state: &mut State) {
             t.mask = next_in(&mask_cycle(n_k), &t.mask);
             Source::Tensors(t)
         }
+        Source::Real { .. } => {
+            state.set_status(
+                StatusKind::Warn,
+                "a real model keeps its own mask here; `attnviz model run --mask` replaces it",
+            );
+            return;
+        }
         Source::Weights { .. } => {
             state.set_status(
                 StatusKind::Warn,
@@ -397,6 +404,13 @@ fn cycle_pe(state: &mut State) {
             );
             return;
         }
+        Source::Real { .. } => {
+            state.set_status(
+                StatusKind::Warn,
+                "a real model keeps its own positions here; `attnviz model run --rope-base B` or `--no-pe` changes them",
+            );
+            return;
+        }
     };
     if rebuild(state, new) {
         let pe = state.pipeline.config.pe;
@@ -423,6 +437,13 @@ fn toggle_scale(state: &mut State) {
             state.set_status(
                 StatusKind::Warn,
                 "the weights came from a file: the scale acts before them",
+            );
+            return;
+        }
+        Source::Real { .. } => {
+            state.set_status(
+                StatusKind::Warn,
+                "a trained model was trained with its scale: it stays on",
             );
             return;
         }
@@ -485,6 +506,18 @@ fn change_length(state: &mut State, delta: isize) {
 }
 
 fn change_layer(state: &mut State, delta: isize) {
+    if let Source::Real { session, layer } = &state.source {
+        let n = session.config().layers as isize;
+        let new_layer = (*layer as isize + delta).rem_euclid(n.max(1)) as usize;
+        let new = Source::Real {
+            session: session.clone(),
+            layer: new_layer,
+        };
+        if rebuild(state, new) {
+            state.set_status(StatusKind::Info, format!("layer {} of {n}", new_layer + 1));
+        }
+        return;
+    }
     let Source::Weights {
         tokens,
         layers,
