@@ -191,7 +191,10 @@ fn sizes_and_threads_past_compute_limits_are_refused() {
         (&["bench", "--threads", "5000"][..], "MAX_THREADS"),
         (&["bench", "--threads", "1,0"], "MAX_THREADS"),
         (&["bench", "--n", "99999999999"], "MAX_TENSOR_ELEMENTS"),
-        (&["bench", "--n", "16,99999999999", "--heads", "1"], "--n 99999999999"),
+        (
+            &["bench", "--n", "16,99999999999", "--heads", "1"],
+            "--n 99999999999",
+        ),
     ] {
         assert_cmd::cargo::cargo_bin_cmd!("attnviz")
             .args(args)

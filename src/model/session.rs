@@ -136,11 +136,14 @@ impl ModelSession {
 
     /// The mask in force: the model's own, or the `--mask` that replaces it.
     pub fn mask(&self) -> MaskKind {
-        self.options.mask.clone().unwrap_or(if self.config().causal {
-            MaskKind::Causal
-        } else {
-            MaskKind::None
-        })
+        self.options
+            .mask
+            .clone()
+            .unwrap_or(if self.config().causal {
+                MaskKind::Causal
+            } else {
+                MaskKind::None
+            })
     }
 
     /// The RoPE base in force, if RoPE is applied.
@@ -187,7 +190,9 @@ impl ModelSession {
         let m2 = |name: &str| -> Result<Array2<f64>> {
             let s = get(name)?;
             let cols = s.data.len() / n;
-            Ok(Array2::from_shape_fn((n, cols), |(i, j)| s.data[i * cols + j] as f64))
+            Ok(Array2::from_shape_fn((n, cols), |(i, j)| {
+                s.data[i * cols + j] as f64
+            }))
         };
         let style = match cfg.pos {
             PosKind::Rope { style, .. } => Some(style),
@@ -198,7 +203,9 @@ impl ModelSession {
         // the outputs are the model's own.
         let d = cfg.d_head;
         let perm: Vec<usize> = match style {
-            Some(RopeStyle::Half) => (0..d).map(|c| if c % 2 == 0 { c / 2 } else { c / 2 + d / 2 }).collect(),
+            Some(RopeStyle::Half) => (0..d)
+                .map(|c| if c % 2 == 0 { c / 2 } else { c / 2 + d / 2 })
+                .collect(),
             _ => (0..d).collect(),
         };
         let m3 = |name: &str, permute: bool| -> Result<Array3<f64>> {
@@ -246,7 +253,11 @@ impl ModelSession {
                 post,
                 eps: cfg.norm_eps,
             },
-            attn_in: if post { input.clone() } else { m2("attn_norm")? },
+            attn_in: if post {
+                input.clone()
+            } else {
+                m2("attn_norm")?
+            },
             input,
             attn_norm_w: f64s(&lw.attn_norm.w),
             attn_norm_b: lw.attn_norm.b.as_deref().map(f64s),
@@ -272,7 +283,11 @@ impl ModelSession {
             attn_out: m2("attn_out")?,
             w_o: lin(&lw.wo, false),
             attn_residual_normed: if post { Some(m2("attn_norm")?) } else { None },
-            mlp_in: if post { m2("attn_norm")? } else { m2("mlp_norm")? },
+            mlp_in: if post {
+                m2("attn_norm")?
+            } else {
+                m2("mlp_norm")?
+            },
             attn_residual,
             mlp_norm_w: f64s(&lw.mlp_norm.w),
             mlp_norm_b: lw.mlp_norm.b.as_deref().map(f64s),
