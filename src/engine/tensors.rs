@@ -231,7 +231,7 @@ mod tests {
     #[test]
     fn attention_rows_that_are_not_distributions_are_named() {
         let ok = Array3::from_shape_vec((1, 2, 2), vec![0.25, 0.75, 0.0, 0.0]).unwrap();
-        assert_eq!(attention_rows_warning(&[ok.clone()]), None);
+        assert_eq!(attention_rows_warning(std::slice::from_ref(&ok)), None);
         let mut bad = ok.clone();
         bad[[0, 1, 0]] = 0.5;
         let w = attention_rows_warning(&[ok.clone(), bad]).unwrap();
