@@ -58,6 +58,10 @@ pub enum Command {
     /// Work with one real model.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Text generation with a KV cache, streamed as each token is chosen.
+    Generate(GenerateArgs),
+    /// Head scores (previous token, attention sink, duplicate, induction, entropy).
+    Heads(HeadsArgs),
 }
 
 #[derive(
@@ -312,6 +316,128 @@ pub struct ModelsArgs {
 pub enum ModelCommand {
     /// One model's shape, parameters, tokenizer and special tokens (reads headers only).
     Info(ModelInfoArgs),
+    /// One forward pass: tokens, next-token predictions, loss, attention weights.
+    Run(ModelRunArgs),
+}
+
+/// `--ablate L.H,..`: one (layer, head) pair, both from 0.
+pub fn layer_head(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("'{s}' is not LAYER.HEAD with both from 0 (e.g. 3.4)");
+    let (l, h) = s.trim().split_once('.').ok_or_else(bad)?;
+    Ok((l.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ModelRunArgs {
+    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
+    pub model: String,
+    #[command(flatten)]
+    pub input: ModelInput,
+    #[arg(long)]
+    pub json: bool,
+    /// Write every layer's attention weights [layers, heads, n, n] as f32 .npy.
+    #[arg(long, value_name = "A.npy")]
+    pub attn_out: Option<PathBuf>,
+    /// How many of the most likely next tokens to show (causal models).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 5)]
+    pub top_k: usize,
+    #[command(flatten)]
+    pub forward: ModelForwardArgs,
+    /// Attention rollout (Abnar & Zuidema 2020) over all layers, n x n.
+    #[arg(long)]
+    pub rollout: bool,
+}
+
+/// The text or token ids a model reads.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct ModelInput {
+    /// Text, tokenized by the model's own tokenizer (special tokens added as it adds them).
+    #[arg(long, value_name = "TEXT")]
+    pub text: Option<String>,
+    /// Token ids, used exactly as given.
+    #[arg(long, value_name = "1,2,..", value_delimiter = ',', value_parser = whole::<u32>, allow_negative_numbers = true)]
+    pub ids: Option<Vec<u32>>,
+}
+
+/// Interventions on the forward pass, and threads.
+#[derive(Debug, Clone, Args)]
+pub struct ModelForwardArgs {
+    /// Zero these heads' outputs before W_O: LAYER.HEAD,.. from 0 (e.g. 3.4,5.0).
+    #[arg(long, value_name = "L.H,..", value_delimiter = ',', value_parser = layer_head)]
+    pub ablate: Vec<(usize, usize)>,
+    /// Replace the model's own mask: none, causal, window:W, ...
+    #[arg(long, value_name = "KIND")]
+    pub mask: Option<MaskKind>,
+    /// Replace the model's RoPE base (RoPE models).
+    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long, value_name = "B")]
+    pub rope_base: Option<f64>,
+    /// Drop position information (no RoPE, no learned position embeddings).
+    #[arg(long)]
+    pub no_pe: bool,
+    /// Worker threads (default: all cores).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
+    pub model: String,
+    /// The text to continue (tokenized by the model's own tokenizer).
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: String,
+    /// New tokens at most (generation also stops at the model's end-of-sequence token).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 32)]
+    pub max_tokens: usize,
+    /// 0 is greedy (the default); otherwise sample from softmax(logits / T).
+    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Sample among the K most likely tokens only.
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    pub top_k: Option<usize>,
+    /// Seed of the sampler.
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+    /// Worker threads (default: all cores).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum HeadSort {
+    PrevToken,
+    FirstToken,
+    Duplicate,
+    #[default]
+    Induction,
+    Entropy,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HeadsArgs {
+    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
+    pub model: String,
+    /// Text, tokenized by the model's own tokenizer (default: a seeded repeated random sequence).
+    #[arg(long, value_name = "TEXT", conflicts_with = "ids")]
+    pub text: Option<String>,
+    /// Token ids, used exactly as given.
+    #[arg(long, value_name = "1,2,..", value_delimiter = ',', value_parser = whole::<u32>, allow_negative_numbers = true)]
+    pub ids: Option<Vec<u32>>,
+    /// Seed of the repeated random sequence (without --text/--ids).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
+    pub seed: u64,
+    /// The score the table is sorted by, descending.
+    #[arg(long, value_enum, default_value_t)]
+    pub sort: HeadSort,
+    #[arg(long)]
+    pub json: bool,
+    /// Worker threads (default: all cores).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]

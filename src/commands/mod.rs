@@ -7,6 +7,10 @@ use crate::error::Result;
 pub mod bench;
 pub mod calc;
 pub mod compute;
+pub mod generate;
+pub mod heads;
+pub mod model_input;
+pub mod model_run;
 pub mod models;
 pub mod scenes;
 pub mod trace;
@@ -28,5 +32,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Memory(args)) => calc::memory(&args),
         Some(Command::Models(args)) => models::list(&args),
         Some(Command::Model(ModelCommand::Info(args))) => models::info(&args),
+        Some(Command::Model(ModelCommand::Run(args))) => model_run::run(&args),
+        Some(Command::Generate(args)) => generate::run(&args),
+        Some(Command::Heads(args)) => heads::run(&args),
     }
 }

@@ -1,0 +1,117 @@
+//! `attnviz generate MODEL --prompt TEXT`: text generation with a KV cache, the new text
+//! streamed to stdout as each token is chosen; `--json` prints one object at the end.
+
+use std::io::Write as _;
+
+use serde::Serialize;
+
+use super::model_input::{TokenJson, to_json, tokens_json};
+use crate::cli::GenerateArgs;
+use crate::error::{Error, Result};
+use crate::model::forward::ForwardOptions;
+use crate::model::generate::{GenerateOptions, generate};
+use crate::model::load;
+use crate::output;
+
+#[derive(Serialize)]
+struct GenerateJson {
+    prompt_tokens: Vec<TokenJson>,
+    new_tokens: Vec<TokenJson>,
+    text: String,
+    ms_per_token: f64,
+}
+
+pub fn run(args: &GenerateArgs) -> Result<()> {
+    // Flags first, so a bad value is refused before the model is read.
+    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
+        return Err(Error::usage(format!(
+            "--temperature {} must be a number >= 0 (0 is greedy)",
+            args.temperature
+        )));
+    }
+    if args.threads == Some(0) {
+        return Err(Error::usage("--threads must be at least 1"));
+    }
+    let m = load(&args.model)?;
+    if !m.config.causal {
+        return Err(Error::usage(format!(
+            "{} is an encoder ({}, bidirectional attention, no LM head): it cannot generate text; use `attnviz model run` or a causal model (llama, gpt2)",
+            m.name,
+            m.config.arch.name()
+        )));
+    }
+    let prompt = m.tokenizer.encode(&args.prompt)?;
+    if prompt.is_empty() {
+        return Err(Error::usage(
+            "--prompt gives no tokens; give a word or two, e.g. --prompt \"Once upon a time\"",
+        ));
+    }
+    let stop: Vec<u32> = m.tokenizer.eos_id().into_iter().collect();
+    let opts = GenerateOptions {
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        seed: args.seed,
+        stop: stop.clone(),
+        report_top: 1,
+        forward: ForwardOptions {
+            threads: args.threads,
+            keep_attention: false,
+            ..ForwardOptions::default()
+        },
+    };
+    // Streaming: decode all new tokens so far and print what was not printed yet, so a
+    // character split over byte tokens appears whole once its last byte arrives.
+    let mut shown: Vec<u32> = Vec::new();
+    let mut printed = String::new();
+    let mut io_err = None;
+    let stream = !args.json;
+    let g = generate(&m.config, &m.weights, &prompt, &opts, |step| {
+        if stop.contains(&step.token) {
+            return true;
+        }
+        shown.push(step.token);
+        if stream {
+            let now = m.tokenizer.decode(&shown);
+            if let Some(new) = now.strip_prefix(printed.as_str())
+                && !new.ends_with('\u{fffd}')
+            {
+                let mut out = std::io::stdout().lock();
+                if let Err(e) = out.write_all(new.as_bytes()).and_then(|()| out.flush()) {
+                    io_err = Some(e);
+                    return false;
+                }
+                printed = now;
+            }
+        }
+        true
+    })?;
+    if let Some(e) = io_err {
+        return Err(output::stdout_error(e));
+    }
+    let new: Vec<u32> = g
+        .tokens()
+        .into_iter()
+        .filter(|t| !stop.contains(t))
+        .collect();
+    let text = m.tokenizer.decode(&new);
+    if args.json {
+        let res = GenerateJson {
+            prompt_tokens: tokens_json(&m, &prompt),
+            new_tokens: tokens_json(&m, &new),
+            text,
+            ms_per_token: g.ms_per_token(),
+        };
+        return output::print(&to_json(&res)?);
+    }
+    // What streaming held back (an unfinished character) and the closing newline.
+    output::println(&text[common_prefix(&printed, &text)..])
+}
+
+/// Bytes of the longest common prefix of `a` and `b` that ends on a character boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((i, _), _)| i)
+}

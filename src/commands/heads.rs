@@ -1,0 +1,163 @@
+//! `attnviz heads MODEL [--text T | --ids ..]`: the head scores of every layer and head
+//! (DESIGN.md "Real models"), by default on a seeded repeated random sequence, the
+//! standard probe for induction heads (Olsson et al. 2022).
+
+use std::fmt::Write as _;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::model_input::{input_ids, to_json};
+use crate::cli::{HeadSort, HeadsArgs};
+use crate::error::{Error, Result};
+use crate::model::forward::{ForwardOptions, LogitRows, forward};
+use crate::model::load::LoadedModel;
+use crate::model::scores::{HeadScores, head_scores};
+use crate::model::{ModelTokenizer, load};
+
+/// Length T of the random half of the default sequence.
+pub const REPEAT_T: usize = 50;
+
+#[derive(Debug, Clone, Serialize)]
+struct HeadJson {
+    layer: usize,
+    head: usize,
+    kv_head: usize,
+    #[serde(flatten)]
+    scores: HeadScores,
+}
+
+/// The default probe: the model's BOS if its tokenizer adds one, then `REPEAT_T` random
+/// non-special ids from ChaCha8(`seed`), then the same ids again.
+pub fn repeated_random(tok: &ModelTokenizer, vocab: usize, seed: u64) -> Result<Vec<u32>> {
+    let vocab = vocab.min(tok.vocab_size());
+    let candidates = (0..vocab as u32).filter(|&i| !tok.is_special(i)).count();
+    if candidates == 0 {
+        return Err(Error::usage(
+            "the model's vocabulary has no ordinary tokens to draw a random sequence from; give --text or --ids",
+        ));
+    }
+    let mut ids = Vec::with_capacity(2 * REPEAT_T + 1);
+    if let Some(bos) = tok.bos_id()
+        && tok.encode("")?.first() == Some(&bos)
+    {
+        ids.push(bos);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut half = Vec::with_capacity(REPEAT_T);
+    while half.len() < REPEAT_T {
+        let id = rng.random_range(0..vocab as u32);
+        if !tok.is_special(id) {
+            half.push(id);
+        }
+    }
+    ids.extend_from_slice(&half);
+    ids.extend_from_slice(&half);
+    Ok(ids)
+}
+
+fn probe(m: &LoadedModel, args: &HeadsArgs) -> Result<Vec<u32>> {
+    if args.text.is_some() || args.ids.is_some() {
+        input_ids(m, args.text.as_deref(), args.ids.as_deref())
+    } else {
+        repeated_random(&m.tokenizer, m.config.vocab, args.seed)
+    }
+}
+
+fn key(s: &HeadScores, by: HeadSort) -> f64 {
+    match by {
+        HeadSort::PrevToken => s.prev_token,
+        HeadSort::FirstToken => s.first_token,
+        HeadSort::Duplicate => s.duplicate,
+        HeadSort::Induction => s.induction,
+        HeadSort::Entropy => s.entropy,
+    }
+}
+
+fn sort_name(by: HeadSort) -> &'static str {
+    match by {
+        HeadSort::PrevToken => "prev_token",
+        HeadSort::FirstToken => "first_token",
+        HeadSort::Duplicate => "duplicate",
+        HeadSort::Induction => "induction",
+        HeadSort::Entropy => "entropy",
+    }
+}
+
+pub fn run(args: &HeadsArgs) -> Result<()> {
+    if args.threads == Some(0) {
+        return Err(Error::usage("--threads must be at least 1"));
+    }
+    let m = load(&args.model)?;
+    let ids = probe(&m, args)?;
+    let cfg = &m.config;
+    let opts = ForwardOptions {
+        threads: args.threads,
+        logits: LogitRows::Last,
+        ..ForwardOptions::default()
+    };
+    let out = forward(cfg, &m.weights, &ids, &opts)?;
+    let n = ids.len();
+    // The model's own mask: causal rows see i + 1 keys, bidirectional rows all n.
+    let causal = cfg.causal;
+    let group = cfg.heads / cfg.kv_heads.max(1);
+    let mut rows = Vec::with_capacity(cfg.layers * cfg.heads);
+    for (layer, attn) in out.attention.iter().enumerate() {
+        for head in 0..cfg.heads {
+            let a = &attn[head * n * n..(head + 1) * n * n];
+            let scores = head_scores(a, &ids, |i| if causal { i + 1 } else { n });
+            rows.push(HeadJson {
+                layer,
+                head,
+                kv_head: head / group.max(1),
+                scores,
+            });
+        }
+    }
+    if args.json {
+        return crate::output::print(&to_json(&rows)?);
+    }
+    rows.sort_by(|a, b| {
+        key(&b.scores, args.sort)
+            .total_cmp(&key(&a.scores, args.sort))
+            .then((a.layer, a.head).cmp(&(b.layer, b.head)))
+    });
+    let mut o = String::new();
+    let probe = if args.text.is_some() || args.ids.is_some() {
+        format!("{n} tokens")
+    } else {
+        format!(
+            "a repeated random sequence ({n} tokens: {REPEAT_T} random ids twice, seed {})",
+            args.seed
+        )
+    };
+    let _ = writeln!(
+        o,
+        "{}: {} layers x {} heads on {probe}; sorted by {}, highest first",
+        m.name,
+        cfg.layers,
+        cfg.heads,
+        sort_name(args.sort)
+    );
+    let _ = writeln!(
+        o,
+        "\nLAYER  HEAD  KV  PREV_TOKEN  FIRST_TOKEN  DUPLICATE  INDUCTION  ENTROPY"
+    );
+    for r in &rows {
+        let s = &r.scores;
+        let _ = writeln!(
+            o,
+            "{:>5}  {:>4}  {:>2}  {:>10.3}  {:>11.3}  {:>9.3}  {:>9.3}  {:>7.3}",
+            r.layer,
+            r.head,
+            r.kv_head,
+            s.prev_token,
+            s.first_token,
+            s.duplicate,
+            s.induction,
+            s.entropy
+        );
+    }
+    crate::output::print(&o)
+}

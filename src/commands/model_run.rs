@@ -1,0 +1,193 @@
+//! `attnviz model run MODEL (--text T | --ids ..)`: one forward pass of a real model, its
+//! tokens, next-token predictions, per-token loss, attention rollout and (with
+//! `--attn-out`) every layer's attention weights as one .npy.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use ndarray::{ArrayD, IxDyn};
+use serde::Serialize;
+
+use super::model_input::{
+    TokenJson, forward_options, input_ids, model_files, to_json, tokens_json,
+};
+use crate::cli::ModelRunArgs;
+use crate::error::{Error, Result};
+use crate::model::{forward, load, scores, token_loss, top_k};
+
+#[derive(Serialize)]
+struct TopJson {
+    id: u32,
+    text: String,
+    logit: f32,
+    prob: f64,
+}
+
+#[derive(Serialize)]
+struct Timing {
+    load_ms: f64,
+    forward_ms: f64,
+}
+
+#[derive(Serialize)]
+struct RunJson {
+    model: String,
+    arch: String,
+    tokens: Vec<TokenJson>,
+    n: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_next: Option<Vec<TopJson>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_loss: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rollout: Option<Vec<Vec<f64>>>,
+    timing: Timing,
+}
+
+pub fn run(args: &ModelRunArgs) -> Result<()> {
+    let t = Instant::now();
+    let m = load(&args.model)?;
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let ids = input_ids(&m, args.input.text.as_deref(), args.input.ids.as_deref())?;
+    if let Some(out) = &args.attn_out {
+        let files = model_files(&m);
+        let inputs: Vec<(&str, &Path)> = files.iter().map(|p| ("MODEL", p.as_path())).collect();
+        crate::output::refuse_overwrite("--attn-out", out, &inputs)?;
+    }
+    let cfg = &m.config;
+    let opts = forward_options(&args.forward);
+    let t = Instant::now();
+    let out = forward(cfg, &m.weights, &ids, &opts)?;
+    let forward_ms = t.elapsed().as_secs_f64() * 1e3;
+    let n = ids.len();
+
+    let (top_next, losses) = match &out.logits {
+        Some(logits) if cfg.causal => {
+            let v = cfg.vocab;
+            let top: Vec<TopJson> = top_k(&logits[(n - 1) * v..n * v], args.top_k)
+                .into_iter()
+                .map(|t| TopJson {
+                    id: t.id,
+                    text: m.tokenizer.piece(t.id),
+                    logit: t.logit,
+                    prob: t.prob,
+                })
+                .collect();
+            (Some(top), Some(token_loss(logits, v, &ids)))
+        }
+        _ => (None, None),
+    };
+    let loss = losses
+        .as_ref()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.iter().sum::<f64>() / l.len() as f64);
+    let rollout = args.rollout.then(|| {
+        scores::rollout(&out.attention, cfg.heads, n)
+            .chunks(n)
+            .map(<[f64]>::to_vec)
+            .collect::<Vec<_>>()
+    });
+
+    if let Some(path) = &args.attn_out {
+        let flat: Vec<f32> = out.attention.concat();
+        let a = ArrayD::from_shape_vec(IxDyn(&[cfg.layers, cfg.heads, n, n]), flat)
+            .map_err(|e| Error::Internal(format!("attention has the wrong size: {e}")))?;
+        crate::attn::npy::write_f32(path, &a)?;
+    }
+
+    let res = RunJson {
+        model: m.name.clone(),
+        arch: cfg.arch.name().to_string(),
+        tokens: tokens_json(&m, &ids),
+        n,
+        layers: cfg.layers,
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        top_next,
+        token_loss: losses,
+        loss,
+        rollout,
+        timing: Timing {
+            load_ms,
+            forward_ms,
+        },
+    };
+    let text = if args.json {
+        to_json(&res)?
+    } else {
+        table(&res, args.attn_out.as_deref())
+    };
+    crate::output::print(&text)
+}
+
+fn table(r: &RunJson, attn_out: Option<&Path>) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} ({}, {} layers, {} heads, {} KV heads): {} tokens",
+        r.model, r.arch, r.layers, r.heads, r.kv_heads, r.n
+    );
+    let _ = writeln!(o, "\n  POS  {:>7}  {:<20}  LOSS", "ID", "TOKEN");
+    for (i, t) in r.tokens.iter().enumerate() {
+        let loss = match &r.token_loss {
+            Some(l) if i >= 1 => format!("{:.3}", l[i - 1]),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "  {i:>3}  {:>7}  {:<20}  {loss}",
+            t.id,
+            format!("{:?}", t.text)
+        );
+    }
+    match &r.top_next {
+        Some(top) => {
+            let _ = writeln!(o, "\nnext token after the last:");
+            for t in top {
+                let _ = writeln!(
+                    o,
+                    "  {:>7}  {:<20}  p {:.4}  logit {:.3}",
+                    t.id,
+                    format!("{:?}", t.text),
+                    t.prob,
+                    t.logit
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(o, "\nan encoder: no next-token prediction");
+        }
+    }
+    if let Some(l) = r.loss {
+        let _ = writeln!(o, "\nloss {l:.4} (mean over {} tokens)", r.n - 1);
+    }
+    if let Some(ro) = &r.rollout {
+        let _ = writeln!(o, "\nrollout, last row (what the last token draws on):");
+        let last = &ro[ro.len() - 1];
+        let cells: Vec<String> = last.iter().map(|v| format!("{v:.3}")).collect();
+        let _ = writeln!(o, "  {}", cells.join(" "));
+    }
+    if let Some(p) = attn_out {
+        let _ = writeln!(
+            o,
+            "\nwrote attention [{}, {}, {}, {}] f32 to {}",
+            r.layers,
+            r.heads,
+            r.n,
+            r.n,
+            p.display()
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nload {:.0} ms, forward {:.0} ms",
+        r.timing.load_ms, r.timing.forward_ms
+    );
+    o
+}
