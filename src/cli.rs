@@ -90,6 +90,10 @@ pub struct TuiArgs {
     /// The sentence to attend over (overrides the scene's tokens).
     #[arg(long)]
     pub tokens: Option<String>,
+    /// A real model (a .gguf file, a Hugging Face folder or a name `attnviz models` lists):
+    /// the app shows its computation of --tokens, layer by layer.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
     /// Number of query heads.
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub heads: Option<usize>,

@@ -421,9 +421,12 @@ impl HeadPack {
                     .zip(orow)
                     .map(|(&g, &o)| g as f64 * o as f64)
                     .sum::<f64>() as f32;
-                // A fully masked row (lse = -inf) gets L2 = +inf: its P is exactly 0.
+                // A fully masked row (lse = -inf) gets L2 = +inf: its P is exactly 0. The
+                // tile's biases are shifted by the row's largest file-mask bias (see
+                // tile::apply_biases), and the forward added that shift to lse: take it out.
                 if lse[i] != f32::NEG_INFINITY {
-                    l2[r] = (lse[i] as f64 * log2e) as f32;
+                    let shift = head.mask.row_shift(head.b, head.h, i);
+                    l2[r] = ((lse[i] as f64 - shift) * log2e) as f32;
                 }
             }
             // The union of the bands; it stays empty if every row is fully masked.

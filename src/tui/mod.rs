@@ -133,6 +133,9 @@ pub fn config_with_overrides(base: ModelConfig, args: &TuiArgs) -> Result<ModelC
 /// Bare `attnviz` (and `attnviz tui [SCENE]`): the app on a scene, by default the
 /// built-in `intro`.
 pub fn run(args: &TuiArgs) -> Result<()> {
+    if let Some(model) = &args.model {
+        return run_model(model, args);
+    }
     let name = args.scene.as_deref().unwrap_or(crate::scene::DEFAULT_SCENE);
     let scene = crate::scene::load(name)?;
     let title = format!("{}: {}", scene.name, scene.title.get(args.lang));
@@ -154,6 +157,46 @@ pub fn run(args: &TuiArgs) -> Result<()> {
         scene.config.clone(),
         script::lesson(&scene, args.lang),
         opts,
+    )
+}
+
+/// The sentence the app runs a real model on when `--tokens` is not given: a repeat, so
+/// that induction heads have something to copy.
+pub const MODEL_TEXT: &str = "The cat sat on the mat. The cat sat on the";
+
+/// `attnviz --model MODEL [--tokens TEXT]`: the app on a real model's computation.
+pub fn run_model(model: &str, args: &TuiArgs) -> Result<()> {
+    let state = model_state(
+        model,
+        args.tokens.as_deref(),
+        AppOptions::interactive(
+            args.lang,
+            args.theme,
+            args.ascii,
+            args.no_mouse,
+            String::new(),
+        ),
+    )?;
+    terminal::ensure_terminal()?;
+    app::run(state)
+}
+
+/// The app's state on a real model (also for tests and recordings): the model loaded,
+/// the text run through it, the pipeline view on its first layer.
+pub fn model_state(model: &str, text: Option<&str>, mut options: AppOptions) -> Result<State> {
+    let loaded = crate::model::load::load(model)?;
+    let session = crate::model::session::ModelSession::new(
+        loaded,
+        text.unwrap_or(MODEL_TEXT),
+        crate::model::forward::ForwardOptions::default(),
+    )?;
+    options.title = session.describe();
+    State::new(
+        Source::Real {
+            session: std::sync::Arc::new(session),
+            layer: 0,
+        },
+        options,
     )
 }
 
