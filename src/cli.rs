@@ -300,6 +300,13 @@ pub struct BenchArgs {
     /// Measure the frame time of every view instead of the kernels.
     #[arg(long)]
     pub ui: bool,
+    /// With --ui: also time every view on this real model's computation of a long text
+    /// (a .gguf file, a Hugging Face folder, or a name `attnviz models` lists).
+    #[arg(long, value_name = "MODEL", requires = "ui")]
+    pub model: Option<String>,
+    /// With --ui --model: tokens of the text the model runs on (1..=1024).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 1024, requires = "model")]
+    pub ui_tokens: usize,
     #[arg(long)]
     pub json: bool,
 }

@@ -654,6 +654,8 @@ mod tests {
             reps: 5,
             backward: false,
             ui: false,
+            model: None,
+            ui_tokens: 1024,
             json: true,
         };
         let p = Plan::from_args(&args).unwrap();

@@ -5,6 +5,7 @@
 //!
 //! No terminal code: the app holds a session and draws from it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ndarray::{Array2, Array3};
@@ -26,9 +27,19 @@ pub const MAX_APP_TOKENS: usize = 1024;
 /// How many next-token candidates the app shows.
 pub const TOP_NEXT: usize = 10;
 
+/// What a session's predictions were before an intervention: the run it is compared
+/// with (loss, top next tokens, per-token loss).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    pub top_next: Vec<TopToken>,
+    pub token_loss: Vec<f64>,
+    pub loss: Option<f64>,
+}
+
 /// One forward pass of a model over a text, with what the views read.
 pub struct ModelSession {
-    pub model: LoadedModel,
+    /// Shared by the sessions of one model (an intervention runs the same weights again).
+    pub model: Arc<LoadedModel>,
     pub ids: Vec<u32>,
     /// Token texts as the tokenizer split them (" cat", "##ing").
     pub pieces: Vec<String>,
@@ -41,6 +52,8 @@ pub struct ModelSession {
     /// -ln p(token i | tokens < i), i >= 1 (causal models).
     pub token_loss: Vec<f64>,
     pub forward_ms: f64,
+    /// The model's own run, when this one has interventions (`intervened`).
+    pub baseline: Option<Arc<Baseline>>,
 }
 
 impl std::fmt::Debug for ModelSession {
@@ -77,7 +90,7 @@ impl ModelSession {
         }
         let pieces = ids.iter().map(|&id| model.tokenizer.piece(id)).collect();
         let mut s = ModelSession {
-            model,
+            model: Arc::new(model),
             ids,
             pieces,
             options: ForwardOptions {
@@ -89,8 +102,44 @@ impl ModelSession {
             top_next: Vec::new(),
             token_loss: Vec::new(),
             forward_ms: 0.0,
+            baseline: None,
         };
         s.run()?;
+        Ok(s)
+    }
+
+    /// The same text through the same model with other interventions (`options.ablate`,
+    /// `mask`, `rope_base`, `no_pe`), compared with the model's own run: this session's
+    /// baseline if it has one, else this session.
+    pub fn intervened(&self, options: ForwardOptions) -> Result<ModelSession> {
+        let baseline = self.baseline.clone().unwrap_or_else(|| {
+            Arc::new(Baseline {
+                top_next: self.top_next.clone(),
+                token_loss: self.token_loss.clone(),
+                loss: self.loss(),
+            })
+        });
+        let mut s = ModelSession {
+            model: self.model.clone(),
+            ids: self.ids.clone(),
+            pieces: self.pieces.clone(),
+            options: ForwardOptions {
+                keep_attention: true,
+                trace_layer: None,
+                ..options
+            },
+            attention: Vec::new(),
+            top_next: Vec::new(),
+            token_loss: Vec::new(),
+            forward_ms: 0.0,
+            baseline: None,
+        };
+        s.run()?;
+        let plain = s.options.ablate.is_empty()
+            && s.options.mask.is_none()
+            && s.options.rope_base.is_none()
+            && !s.options.no_pe;
+        s.baseline = (!plain).then_some(baseline);
         Ok(s)
     }
 

@@ -302,5 +302,8 @@ fn highlight_target(
             "the position view's encoding table (n x d_model)".into(),
         ),
         SceneView::Scaling => Err("the scaling view has no matrix to highlight".into()),
+        SceneView::Model | SceneView::Tokens => {
+            Err(format!("the {view} view has no matrix to highlight"))
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The views a scene can open, in the scene's own terms (the names scene files use).
-//! The app maps each onto one of its views; a scene never depends on the app.
+//! The app names its views with the same type (`tui::ViewKind`), so the two lists
+//! cannot drift apart; a scene never depends on the app.
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,10 +22,14 @@ pub enum SceneView {
     Variants,
     /// Time and memory against n.
     Scaling,
+    /// A real model: every layer x head as a small map at once.
+    Model,
+    /// A real model: where one token looks, in every head of the layer.
+    Tokens,
 }
 
 impl SceneView {
-    pub const ALL: [SceneView; 7] = [
+    pub const ALL: [SceneView; 9] = [
         SceneView::Pipeline,
         SceneView::Heads,
         SceneView::Position,
@@ -32,6 +37,8 @@ impl SceneView {
         SceneView::Decode,
         SceneView::Variants,
         SceneView::Scaling,
+        SceneView::Model,
+        SceneView::Tokens,
     ];
 
     /// The name scene files write (`view = "flash"`).
@@ -44,6 +51,8 @@ impl SceneView {
             SceneView::Decode => "decode",
             SceneView::Variants => "variants",
             SceneView::Scaling => "scaling",
+            SceneView::Model => "model",
+            SceneView::Tokens => "tokens",
         }
     }
 }

@@ -53,6 +53,11 @@ pub enum Action {
     /// Previous / next layer of a 4-D attention file.
     LayerPrev,
     LayerNext,
+    /// Zoom the n x n maps out (one cell covers twice the entries each way) or in.
+    ZoomOut,
+    ZoomIn,
+    /// A cell covering several entries shows their mean / their maximum.
+    TogglePool,
     Edit(EditAction),
     ToggleHelp,
     HelpScroll(isize),

@@ -39,6 +39,18 @@ pub enum Hit {
 pub trait View: Sync {
     fn kind(&self) -> ViewKind;
 
+    /// Can this view show the data at all? Views that only make sense on a real model
+    /// say no for lessons and files; the tabs and Tab skip them, and opening one says
+    /// why ([`View::unavailable`]).
+    fn available(&self, _ctx: &Context) -> bool {
+        true
+    }
+
+    /// Why the view cannot open here, for the status line.
+    fn unavailable(&self) -> &'static str {
+        "this view cannot show these data"
+    }
+
     /// Keys only this view handles, with their help text and hints. The app looks a key
     /// up here before its global table, and builds the help overlay and the hint bar from
     /// the same entries, so they cannot drift apart.
@@ -64,6 +76,11 @@ pub trait View: Sync {
     /// Rows and columns the cell cursor moves over.
     fn grid(&self, ctx: &Context) -> (usize, usize) {
         ctx.focused().map_or((0, 0), |m| m.data.dim())
+    }
+
+    /// Does the view draw its matrices at the app's zoom (`Context::zoom`)?
+    fn zooms(&self) -> bool {
+        false
     }
 
     /// True if the header shows the stage breadcrumb for this view.

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::tui::theme::Theme;
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views::flash::settings::FlashControls;
+use crate::widgets::pooled::Pool;
 use crate::widgets::text::escape_controls;
 use crate::widgets::{ColorDepth, Glyphs};
 
@@ -239,6 +240,44 @@ impl ViewStore {
     }
 }
 
+/// How the n x n maps are zoomed: entries per screen cell each way (1: full detail) and
+/// how a cell summarises its block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Zoom {
+    pub per_cell: usize,
+    pub pool: Pool,
+}
+
+impl Default for Zoom {
+    fn default() -> Zoom {
+        Zoom {
+            per_cell: 1,
+            pool: Pool::Mean,
+        }
+    }
+}
+
+/// Texts at least this long get the zoom keys (a real model's always do).
+pub const ZOOM_TOKENS: usize = 48;
+
+/// Something a view asks of the app that only the app can do (rebuild the pipeline for
+/// another layer, open another view); the app takes it after the view's `update`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Show head `head` of layer `layer` in `view` (its weights).
+    OpenHead {
+        layer: usize,
+        head: usize,
+        view: ViewKind,
+    },
+    /// Run the real model again with these heads (layer, head) ablated: added to (or,
+    /// already ablated, taken out of) the current set if `toggle`, else the whole set.
+    Ablate {
+        heads: Vec<(usize, usize)>,
+        toggle: bool,
+    },
+}
+
 /// What the views draw and the selection they act on. Public fields are read by views
 /// and recorders; the app changes them through `update`, views in their own `update`.
 #[derive(Debug)]
@@ -270,6 +309,9 @@ pub struct Context {
     pub glyphs: Glyphs,
     /// One slot per view for what it derives from the pipeline.
     pub views: ViewStore,
+    /// What the open view asked the app to do (taken by the app after `update`).
+    pub request: Option<Request>,
+    pub zoom: Zoom,
 }
 
 impl Context {
@@ -305,6 +347,19 @@ impl Context {
     pub fn clamp_cursor(&mut self, (rows, cols): (usize, usize)) {
         self.cursor.0 = self.cursor.0.min(rows.saturating_sub(1));
         self.cursor.1 = self.cursor.1.min(cols.saturating_sub(1));
+    }
+
+    /// Do the zoom keys apply (a long text, or a real model)?
+    pub fn zoomable(&self) -> bool {
+        self.source.session().is_some() || self.pipeline.shape.n_k >= ZOOM_TOKENS
+    }
+
+    /// The layer on screen, for data with layers (0 otherwise).
+    pub fn layer(&self) -> usize {
+        match &self.source {
+            Source::Weights { layer, .. } | Source::Real { layer, .. } => *layer,
+            _ => 0,
+        }
     }
 
     pub fn set_status(&mut self, kind: StatusKind, text: impl Into<String>) {

@@ -281,6 +281,33 @@ pub static BINDINGS: &[Binding] = &[
         when: When::Layers,
     },
     Binding {
+        keys: &[C('z')],
+        action: Action::ZoomOut,
+        desc: "zoom out: a cell covers a block of 2x2, 4x4, .. entries",
+        hint: Some("zoom"),
+        hint_keys: Some("z/Z"),
+        group: Group::Move,
+        when: When::Long,
+    },
+    Binding {
+        keys: &[C('Z')],
+        action: Action::ZoomIn,
+        desc: "zoom in (back to one entry per cell)",
+        hint: None,
+        hint_keys: None,
+        group: Group::Move,
+        when: When::Long,
+    },
+    Binding {
+        keys: &[C('b')],
+        action: Action::TogglePool,
+        desc: "a zoomed-out cell shows its block's mean / maximum",
+        hint: Some("mean/max"),
+        hint_keys: None,
+        group: Group::Move,
+        when: When::Long,
+    },
+    Binding {
         keys: &[C('?')],
         action: Action::ToggleHelp,
         desc: "show / hide this help",
@@ -443,6 +470,7 @@ pub fn holds(when: When, state: &State) -> bool {
         When::Script => state.script.is_some(),
         When::NoScript => state.script.is_none(),
         When::Layers => state.source.layers() > 1,
+        When::Long => state.zoomable(),
     }
 }
 

@@ -125,6 +125,8 @@ pub enum When {
     NoScript,
     /// The data has several layers (a 4-D `--attn` file).
     Layers,
+    /// The text is long enough for its maps to need zoom (or a real model runs).
+    Long,
 }
 
 pub struct Binding {

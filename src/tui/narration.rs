@@ -132,6 +132,18 @@ pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'stati
         (V::Flash, Lang::Zh) => {
             "FlashAttention 从不构造 n x n 矩阵：它逐块计算，为每一行保留运行最大值 m 和运行和 l，最大值变大时把部分输出乘以 exp(m_old - m_new) 重新缩放。"
         }
+        (V::Model, Lang::En) => {
+            "Every head of every layer at once: trained heads divide the work (some look one token back, some at the first token, some at an earlier copy). Enter opens the head under the cursor."
+        }
+        (V::Model, Lang::Zh) => {
+            "一次看到每一层的每个头：训练过的头各有分工（有的看前一个词元，有的看第一个词元，有的看前面出现过的同一个词元）。按 Enter 打开光标下的头。"
+        }
+        (V::Tokens, Lang::En) => {
+            "Where the selected token looks: a line to each token it attends to, one colour per head; a strong weight is a bright line."
+        }
+        (V::Tokens, Lang::Zh) => {
+            "选中的词元看向哪里：每条线连到它关注的一个词元，每个头一种颜色；权重越大，线越亮。"
+        }
         _ => return None,
     })
 }

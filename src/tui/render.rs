@@ -10,7 +10,7 @@ use ratatui::widgets::{Block, Borders, Clear, Widget};
 
 use crate::engine::pipeline::Source as PipelineSource;
 use crate::tui::keymap::{self, Group};
-use crate::tui::layout::{MIN_COLS, MIN_ROWS, breadcrumb, header_title, tabs};
+use crate::tui::layout::{MIN_COLS, MIN_ROWS, breadcrumb, header_title, tabs, tabs_left_out};
 use crate::tui::state::{LineEditor, Overlay, Source, State, StatusKind};
 use crate::tui::views;
 use crate::widgets::text;
@@ -104,7 +104,16 @@ fn render_header(state: &State, area: Rect, buf: &mut Buffer) {
         .numbers(state)
         .unwrap_or_else(|| compute_label(state));
     let rw = unicode_width::UnicodeWidthStr::width(right.as_str()) as u16 + 1;
-    let tabs_end = tabs(state, l1).last().map_or(l1.x, |(r, _)| r.right());
+    let shown_tabs = tabs(state, l1);
+    let (left_out, right_out) = tabs_left_out(state, l1);
+    if let (true, Some((first, _))) = (left_out, shown_tabs.first()) {
+        buf.set_stringn(first.x.saturating_sub(2), l1.y, g.ellipsis, 1, t.dim);
+    }
+    let mut tabs_end = shown_tabs.last().map_or(l1.x, |(r, _)| r.right());
+    if right_out && tabs_end + 2 <= l1.right() {
+        buf.set_stringn(tabs_end + 1, l1.y, g.ellipsis, 1, t.dim);
+        tabs_end += 2;
+    }
     if l1.right() >= tabs_end + rw + 2 {
         buf.set_stringn(l1.right() - rw, l1.y, &right, rw as usize, t.dim);
     }

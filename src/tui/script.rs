@@ -31,7 +31,7 @@ pub struct ScriptStep {
 impl From<scene::ScriptStep> for ScriptStep {
     fn from(s: scene::ScriptStep) -> ScriptStep {
         ScriptStep {
-            view: s.view.map(ViewKind::from),
+            view: s.view,
             stage: s.stage,
             head: s.head,
             highlight: s.highlight,

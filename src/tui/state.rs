@@ -188,6 +188,8 @@ impl State {
             theme,
             glyphs,
             views: ViewStore::default(),
+            request: None,
+            zoom: Default::default(),
         };
         let mut state = State {
             ctx,

@@ -8,6 +8,7 @@ use crate::engine::limits;
 use crate::engine::pipeline::{ModelConfig, StageId};
 use crate::tui::action::{Action, EditAction};
 use crate::tui::component::{Hit, View};
+use crate::tui::context::Request;
 use crate::tui::layout;
 use crate::tui::script::ScriptStep;
 use crate::tui::state::{
@@ -76,6 +77,16 @@ pub fn update(state: &mut State, action: Action) {
         }
         Action::LayerPrev => change_layer(state, -1),
         Action::LayerNext => change_layer(state, 1),
+        Action::ZoomOut => zoom(state, true),
+        Action::ZoomIn => zoom(state, false),
+        Action::TogglePool => {
+            state.zoom.pool = state.zoom.pool.toggled();
+            let name = state.zoom.pool.name();
+            state.set_status(
+                StatusKind::Info,
+                format!("a zoomed-out cell shows its block's {name}"),
+            );
+        }
         Action::Edit(e) => edit(state, e),
         Action::ToggleHelp => {
             state.overlay = match state.overlay {
@@ -125,6 +136,83 @@ fn to_view<'v>(state: &mut State, view: impl Into<Option<&'v dyn View>>, action:
     if let Some(view) = view.into() {
         view.update(state, action);
         state.clamp();
+    }
+    if let Some(request) = state.request.take() {
+        handle_request(state, request);
+    }
+}
+
+fn handle_request(state: &mut State, request: Request) {
+    match request {
+        Request::Ablate { heads, toggle } => {
+            let Source::Real { session, layer } = &state.source else {
+                return;
+            };
+            let mut options = session.options.clone();
+            if toggle {
+                for h in heads {
+                    if let Some(i) = options.ablate.iter().position(|&x| x == h) {
+                        options.ablate.remove(i);
+                    } else {
+                        options.ablate.push(h);
+                    }
+                }
+            } else {
+                options.ablate = heads;
+            }
+            let layer = *layer;
+            match session.intervened(options) {
+                Ok(new) => {
+                    let loss = new.loss();
+                    let n = new.options.ablate.len();
+                    let source = Source::Real {
+                        session: std::sync::Arc::new(new),
+                        layer,
+                    };
+                    // The cursor stays on the head it was on.
+                    let cursor = state.cursor;
+                    if rebuild(state, source) {
+                        state.cursor = cursor;
+                        state.clamp();
+                        let loss = loss.map_or(String::new(), |l| format!("; loss {l:.3}"));
+                        state.set_status(StatusKind::Info, format!("{n} head(s) ablated{loss}"));
+                    }
+                }
+                Err(e) => state.set_status(StatusKind::Error, e.to_string()),
+            }
+        }
+        Request::OpenHead { layer, head, view } => {
+            if let Source::Real {
+                session,
+                layer: now,
+            } = &state.source
+                && *now != layer
+            {
+                let new = Source::Real {
+                    session: session.clone(),
+                    layer,
+                };
+                if !rebuild(state, new) {
+                    return;
+                }
+            }
+            state.head = head;
+            state.narration = None;
+            set_view(state, view);
+            // The head's weights: the stage every view with stages can show.
+            if views::current(state).shows_stages()
+                && state.pipeline.stage(StageId::Softmax).is_some()
+            {
+                state.stage = StageId::Softmax;
+                state.sub = 0;
+            }
+            state.clamp();
+            let layers = state.source.layers();
+            state.set_status(
+                StatusKind::Info,
+                format!("layer {} of {layers}, head {}", layer + 1, head + 1),
+            );
+        }
     }
 }
 
@@ -214,6 +302,13 @@ fn move_cursor(state: &mut State, rows: isize, cols: isize) {
     if n_rows == 0 || n_cols == 0 {
         return;
     }
+    // Zoomed out, a step moves by one screen cell: a block of entries.
+    let p = if view.zooms() {
+        state.zoom.per_cell as isize
+    } else {
+        1
+    };
+    let (rows, cols) = (rows * p, cols * p);
     let (r, c) = state.cursor;
     let r = (r as isize + rows).clamp(0, n_rows as isize - 1) as usize;
     let c = c as isize + cols;
@@ -240,7 +335,7 @@ fn move_cursor(state: &mut State, rows: isize, cols: isize) {
 }
 
 fn cycle_view(state: &mut State, delta: isize) {
-    let all = views::VIEWS;
+    let all = views::shown(state);
     let here = all.iter().position(|v| v.kind() == state.view).unwrap_or(0) as isize;
     let n = all.len() as isize;
     let next = all[((here + delta) % n + n) as usize % all.len()].kind();
@@ -251,6 +346,9 @@ fn cycle_view(state: &mut State, delta: isize) {
 /// Open a view if this build has it; the view prepares what it needs.
 pub(crate) fn set_view(state: &mut State, kind: ViewKind) {
     match views::find(kind) {
+        Some(view) if !view.available(state) => {
+            state.set_status(StatusKind::Warn, view.unavailable());
+        }
         Some(view) => {
             state.view = kind;
             view.refresh(state);
@@ -503,6 +601,49 @@ fn change_length(state: &mut State, delta: isize) {
             format!("{n} token{}", if n == 1 { "" } else { "s" }),
         );
     }
+}
+
+/// Largest zoom: the longest side of the n x n map still spans 4 cells.
+fn max_zoom(state: &State) -> usize {
+    let n = state
+        .pipeline
+        .shape
+        .n_q
+        .max(state.pipeline.shape.n_k)
+        .max(1);
+    (n / 4)
+        .max(1)
+        .next_power_of_two()
+        .min(n.next_power_of_two())
+}
+
+fn zoom(state: &mut State, out: bool) {
+    if !state.zoomable() {
+        state.set_status(
+            StatusKind::Info,
+            format!(
+                "zoom is for long texts ({} tokens or more) and real models",
+                crate::tui::context::ZOOM_TOKENS
+            ),
+        );
+        return;
+    }
+    let p = state.zoom.per_cell;
+    state.zoom.per_cell = if out {
+        (p * 2).min(max_zoom(state))
+    } else {
+        (p / 2).max(1)
+    };
+    let p = state.zoom.per_cell;
+    let text = if p == 1 {
+        "zoom: one entry per cell".to_string()
+    } else {
+        format!(
+            "zoom: a cell is the {} of {p}x{p} entries (b: mean/max)",
+            state.zoom.pool.name()
+        )
+    };
+    state.set_status(StatusKind::Info, text);
 }
 
 fn change_layer(state: &mut State, delta: isize) {

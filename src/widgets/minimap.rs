@@ -19,7 +19,7 @@ pub fn minimap_cells(area: Rect, mono: bool) -> (usize, usize) {
 
 pub struct MiniMap<'a> {
     /// rows x cols values, row-major, as [`minimap_cells`] of the area; None is empty.
-    pub values: &'a [Option<f32>],
+    pub values: &'a [Option<f64>],
     pub rows: usize,
     pub cols: usize,
     pub scale: ValueScale,
@@ -38,10 +38,10 @@ impl Widget for &MiniMap<'_> {
                 .flatten()
         };
         let diverging = self.scale.is_diverging();
-        let color = |v: f32| {
+        let color = |v: f64| {
             adapt(
                 self.painter.depth,
-                self.painter.rgb(self.scale.norm(v as f64), diverging),
+                self.painter.rgb(self.scale.norm(v), diverging),
             )
         };
         for y in 0..area.height {
@@ -49,9 +49,8 @@ impl Widget for &MiniMap<'_> {
                 let (c, r) = (x as usize, y as usize);
                 let cell = &mut buf[(area.x + x, area.y + y)];
                 if self.painter.is_mono() {
-                    let s = get(r, c).map_or(" ", |v| {
-                        self.glyphs.ramp_glyph(self.scale.norm(v as f64).abs())
-                    });
+                    let s =
+                        get(r, c).map_or(" ", |v| self.glyphs.ramp_glyph(self.scale.norm(v).abs()));
                     cell.set_symbol(s).set_style(self.base);
                     continue;
                 }

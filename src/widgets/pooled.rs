@@ -108,16 +108,18 @@ impl Viewport {
 
 /// Summarise the part of `data` (`n_rows` x `n_cols`, row-major) that `vp` shows in
 /// `out_rows` x `out_cols` cells, row-major; a cell past the matrix's edge is None.
+/// The mean is over the block's finite entries (a masked score of -inf does not make
+/// its whole block -inf); a block with none is -inf.
 /// Cost: one read per entry on screen, so a 1,024 x 1,024 map pools in about a millisecond.
-pub fn pool(
-    data: &[f32],
+pub fn pool<T: Copy + Into<f64>>(
+    data: &[T],
     n_rows: usize,
     n_cols: usize,
     vp: &Viewport,
     out_rows: usize,
     out_cols: usize,
     how: Pool,
-) -> Vec<Option<f32>> {
+) -> Vec<Option<f64>> {
     debug_assert_eq!(data.len(), n_rows * n_cols);
     let p = vp.per_cell.max(1);
     let mut out = vec![None; out_rows * out_cols];
@@ -136,10 +138,21 @@ pub fn pool(
             let block = (i0..i1).flat_map(|i| data[i * n_cols + j0..i * n_cols + j1].iter());
             let v = match how {
                 Pool::Mean => {
-                    let sum: f64 = block.map(|&x| x as f64).sum();
-                    (sum / ((i1 - i0) * (j1 - j0)) as f64) as f32
+                    let (mut sum, mut count) = (0.0f64, 0usize);
+                    for &x in block {
+                        let x: f64 = x.into();
+                        if x.is_finite() {
+                            sum += x;
+                            count += 1;
+                        }
+                    }
+                    if count == 0 {
+                        f64::NEG_INFINITY
+                    } else {
+                        sum / count as f64
+                    }
                 }
-                Pool::Max => block.fold(f32::NEG_INFINITY, |m, &x| m.max(x)),
+                Pool::Max => block.fold(f64::NEG_INFINITY, |m, &x| m.max(x.into())),
             };
             out[r * out_cols + c] = Some(v);
         }
@@ -164,7 +177,7 @@ mod tests {
             per_cell: 1,
         };
         let got = pool(&d, 3, 4, &vp, 3, 4, Pool::Max);
-        assert_eq!(got, d.iter().map(|&x| Some(x)).collect::<Vec<_>>());
+        assert_eq!(got, d.iter().map(|&x| Some(x as f64)).collect::<Vec<_>>());
     }
 
     #[test]
@@ -187,6 +200,22 @@ mod tests {
         let max = pool(&d, 5, 5, &vp, 3, 3, Pool::Max);
         assert_eq!(max[0], Some(6.0));
         assert_eq!(max[4], Some(18.0));
+    }
+
+    #[test]
+    fn the_mean_skips_masked_entries() {
+        let d = [1.0f64, f64::NEG_INFINITY, 3.0, f64::NEG_INFINITY];
+        let vp = Viewport {
+            row0: 0,
+            col0: 0,
+            per_cell: 2,
+        };
+        assert_eq!(pool(&d, 2, 2, &vp, 1, 1, Pool::Mean), vec![Some(2.0)]);
+        let all = [f64::NEG_INFINITY; 4];
+        assert_eq!(
+            pool(&all, 2, 2, &vp, 1, 1, Pool::Mean),
+            vec![Some(f64::NEG_INFINITY)]
+        );
     }
 
     #[test]

@@ -30,6 +30,20 @@ fn head_matrices(state: &Context) -> Vec<&Matrix> {
         .unwrap_or_default()
 }
 
+/// Every head's matrix as drawn: pooled when the app is zoomed out.
+fn drawn(state: &Context) -> Vec<std::borrow::Cow<'_, Matrix>> {
+    head_matrices(state)
+        .into_iter()
+        .map(|m| super::panel::at_zoom(state, m))
+        .collect()
+}
+
+fn zoomed(state: &Context) -> bool {
+    head_matrices(state)
+        .first()
+        .is_some_and(|m| super::panel::is_zoomed(state, m))
+}
+
 struct Areas {
     heads: Vec<Rect>,
     legend: Rect,
@@ -44,7 +58,7 @@ fn areas(state: &Context, area: Rect) -> Areas {
         .spacing(u16::from(side_w > 0))
         .areas(area);
     let [grid, legend] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(main);
-    let mats = head_matrices(state);
+    let mats = drawn(state);
     let n = mats.len().max(1);
     let (rows_needed, cols, lw) = mats.first().map_or((1, 1, 4), |m| {
         (m.data.nrows(), m.data.ncols(), label_width(m))
@@ -111,15 +125,26 @@ fn panel<'a>(
     masked: &'a dyn Fn(usize, usize) -> bool,
 ) -> MatrixPanel<'a> {
     let (title, title_style) = title(state, h);
-    let shows_mask = matches!(state.stage, StageId::Mask | StageId::Softmax)
+    let zoomed = zoomed(state);
+    let shows_mask = !zoomed
+        && matches!(state.stage, StageId::Mask | StageId::Softmax)
         && m.data.dim() == (state.pipeline.shape.n_q, state.pipeline.shape.n_k)
         && *state.pipeline.mask.kind() != MaskKind::None;
+    let (title, cursor) = if zoomed {
+        let z = state.zoom;
+        (
+            format!("{title} · {} {p}x{p}", z.pool.name(), p = z.per_cell),
+            super::panel::zoomed_cell(state, state.cursor),
+        )
+    } else {
+        (title, state.cursor)
+    };
     MatrixPanel {
         matrix: m,
         title,
         title_style,
-        cursor: Some(state.cursor),
-        highlight: &state.highlight,
+        cursor: Some(cursor),
+        highlight: if zoomed { &[] } else { &state.highlight },
         masked: shows_mask.then_some(masked),
         scale,
         legend: false,
@@ -216,6 +241,10 @@ impl View for HeadsView {
         true
     }
 
+    fn zooms(&self) -> bool {
+        true
+    }
+
     /// Opening the view on a stage without heads shows the weights.
     fn refresh(&self, state: &mut Context) {
         let ok = state
@@ -246,11 +275,13 @@ impl View for HeadsView {
             return;
         }
         let a = areas(state, area);
-        let scale = shared_scale(&mats);
+        let shown = drawn(state);
+        let shown: Vec<&Matrix> = shown.iter().map(|m| m.as_ref()).collect();
+        let scale = shared_scale(&shown);
         let mask = &state.pipeline.mask;
         for (h, rect) in a.heads.iter().enumerate() {
             let masked = move |i: usize, j: usize| mask.is_masked(0, h, i, j);
-            panel(state, h, mats[h], scale, &masked).render(state, *rect, buf);
+            panel(state, h, shown[h], scale, &masked).render(state, *rect, buf);
         }
         let has_mask = matches!(state.stage, StageId::Mask | StageId::Softmax)
             && *mask.kind() != MaskKind::None;
@@ -269,10 +300,12 @@ impl View for HeadsView {
     }
 
     fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
-        let mats = head_matrices(state);
+        let shown = drawn(state);
+        let mats: Vec<&Matrix> = shown.iter().map(|m| m.as_ref()).collect();
         let a = areas(state, area);
         let scale = shared_scale(&mats);
         let mask = &state.pipeline.mask;
+        let zoomed = zoomed(state);
         for (h, rect) in a.heads.iter().enumerate() {
             if !rect.contains(Position::new(x, y)) {
                 continue;
@@ -280,7 +313,14 @@ impl View for HeadsView {
             let masked = move |i: usize, j: usize| mask.is_masked(0, h, i, j);
             let p = panel(state, h, mats[h], scale, &masked);
             return Some(match p.geometry(state, *rect).cell_at(x, y) {
-                Some((row, col)) => Hit::HeadCell { head: h, row, col },
+                Some(cell) => {
+                    let (row, col) = if zoomed {
+                        super::panel::full_cell(state, cell)
+                    } else {
+                        cell
+                    };
+                    Hit::HeadCell { head: h, row, col }
+                }
                 None => Hit::Head(h),
             });
         }

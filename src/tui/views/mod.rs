@@ -11,10 +11,12 @@ mod decode;
 pub mod flash;
 mod heads;
 mod inspector;
+mod model;
 pub(crate) mod panel;
 mod pipeline;
 mod position;
 pub mod scaling;
+mod tokens;
 mod variants;
 
 use crate::tui::component::View;
@@ -29,6 +31,8 @@ pub use variants::{Mode as VariantMode, VariantsLab};
 pub static VIEWS: &[&dyn View] = &[
     &pipeline::PipelineView,
     &heads::HeadsView,
+    &model::ModelView,
+    &tokens::TokensView,
     &position::PositionView,
     &flash::FlashView,
     &decode::DecodeView,
@@ -41,6 +45,11 @@ pub static VIEWS: &[&dyn View] = &[
 pub fn find(kind: impl Into<ViewKind>) -> Option<&'static dyn View> {
     let kind = kind.into();
     VIEWS.iter().copied().find(|v| v.kind() == kind)
+}
+
+/// The views that can show the data in `ctx`, in Tab order (the header's tabs).
+pub fn shown(ctx: &Context) -> Vec<&'static dyn View> {
+    VIEWS.iter().copied().filter(|v| v.available(ctx)).collect()
 }
 
 /// The view on screen (the first one if the state names one this build lacks).

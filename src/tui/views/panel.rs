@@ -8,9 +8,14 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use std::borrow::Cow;
+
+use ndarray::Array2;
+
 use crate::engine::pipeline::Matrix;
-use crate::tui::context::Context;
+use crate::tui::context::{Context, Zoom};
 use crate::widgets::heatmap::MaskFn;
+use crate::widgets::pooled::{Viewport, pool};
 use crate::widgets::{Heatmap, HeatmapGeometry, Legend, ValueScale, text};
 
 /// Widest cell wanted: a number of 6 characters and its gap.
@@ -111,4 +116,71 @@ pub fn label_width(m: &Matrix) -> usize {
         .map(|l| text::width(l))
         .max()
         .unwrap_or(0)
+}
+
+/// A token x token matrix (n_q x n_k) at the app's zoom: itself at full detail, or each
+/// block of `per_cell` x `per_cell` entries summarised by its mean or maximum, with
+/// labels naming the positions a block covers and a name that says how. Other matrices
+/// (n x d) are never pooled.
+pub fn at_zoom<'m>(state: &Context, m: &'m Matrix) -> Cow<'m, Matrix> {
+    let Zoom {
+        per_cell: p,
+        pool: how,
+    } = state.zoom;
+    let (r, c) = m.data.dim();
+    let tokens = (state.pipeline.shape.n_q, state.pipeline.shape.n_k);
+    if p <= 1 || (r, c) != tokens || r.max(c) < 2 {
+        return Cow::Borrowed(m);
+    }
+    let (pr, pc) = (r.div_ceil(p), c.div_ceil(p));
+    let data: Vec<f64> = m.data.iter().copied().collect();
+    let vp = Viewport {
+        row0: 0,
+        col0: 0,
+        per_cell: p,
+    };
+    let cells = pool(&data, r, c, &vp, pr, pc, how);
+    let values = cells
+        .into_iter()
+        .map(|v| v.unwrap_or(f64::NEG_INFINITY))
+        .collect();
+    let Ok(data) = Array2::from_shape_vec((pr, pc), values) else {
+        return Cow::Borrowed(m);
+    };
+    let ranges = |n: usize, k: usize| -> Vec<String> {
+        (0..k)
+            .map(|b| {
+                let (lo, hi) = (b * p, ((b + 1) * p).min(n) - 1);
+                if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}-{hi}")
+                }
+            })
+            .collect()
+    };
+    Cow::Owned(Matrix::new(
+        format!("{} · {} of {p}x{p}", m.name, how.name()),
+        data,
+        ranges(r, pr),
+        ranges(c, pc),
+    ))
+}
+
+/// Is this matrix drawn pooled at the app's zoom (so the cursor and clicks go through
+/// [`zoomed_cell`] and [`full_cell`])?
+pub fn is_zoomed(state: &Context, m: &Matrix) -> bool {
+    matches!(at_zoom(state, m), Cow::Owned(_))
+}
+
+/// The screen cell of entry (row, col) when zoomed.
+pub fn zoomed_cell(state: &Context, (r, c): (usize, usize)) -> (usize, usize) {
+    let p = state.zoom.per_cell.max(1);
+    (r / p, c / p)
+}
+
+/// The first entry of the block under screen cell (row, col) when zoomed.
+pub fn full_cell(state: &Context, (r, c): (usize, usize)) -> (usize, usize) {
+    let p = state.zoom.per_cell.max(1);
+    (r * p, c * p)
 }

@@ -8,7 +8,7 @@ use ratatui::widgets::Widget;
 
 use super::inspector;
 use super::panel::{self, MAX_CELL, MatrixPanel};
-use crate::engine::pipeline::{Stage, StageId};
+use crate::engine::pipeline::{Matrix, Stage, StageId};
 use crate::tui::component::Hit;
 use crate::tui::component::View;
 use crate::tui::context::Context;
@@ -65,8 +65,8 @@ fn pane_areas(state: &Context, area: Rect) -> Vec<(usize, Rect)> {
     }
     let label_cap = (area.width / 5).max(4) as usize;
     let need = |i: usize, cell: usize| -> usize {
-        let m = panes[i];
-        panel::label_width(m).min(label_cap) + 2 + m.data.ncols() * cell
+        let m = panel::at_zoom(state, panes[i]);
+        panel::label_width(&m).min(label_cap) + 2 + m.data.ncols() * cell
     };
     let width = area.width as usize;
     let sub = state.sub.min(panes.len() - 1);
@@ -149,15 +149,28 @@ fn render_tabs(state: &Context, area: Rect, buf: &mut Buffer) {
     }
 }
 
+/// The stage's matrix `i` as drawn: pooled when the app is zoomed out.
+fn drawn<'a>(state: &'a Context, i: usize) -> Option<std::borrow::Cow<'a, Matrix>> {
+    let m = *state.panes().get(i)?;
+    Some(panel::at_zoom(state, m))
+}
+
 fn make_panel<'a>(
     state: &'a Context,
     i: usize,
+    m: &'a Matrix,
     masked: &'a dyn Fn(usize, usize) -> bool,
 ) -> Option<MatrixPanel<'a>> {
     let panes = state.panes();
-    let m = *panes.get(i)?;
+    let zoomed = panel::is_zoomed(state, panes.get(i)?);
     let focused = i == state.sub;
-    let shows_mask = matches!(state.stage, StageId::Mask | StageId::Softmax)
+    let cursor = if zoomed {
+        panel::zoomed_cell(state, state.cursor)
+    } else {
+        state.cursor
+    };
+    let shows_mask = !zoomed
+        && matches!(state.stage, StageId::Mask | StageId::Softmax)
         && i == 0
         && m.data.dim() == (state.pipeline.shape.n_q, state.pipeline.shape.n_k)
         && *state.pipeline.mask.kind() != crate::engine::config::MaskKind::None;
@@ -169,8 +182,12 @@ fn make_panel<'a>(
         } else {
             state.theme.dim
         },
-        cursor: focused.then_some(state.cursor),
-        highlight: if focused { &state.highlight } else { &[] },
+        cursor: focused.then_some(cursor),
+        highlight: if focused && !zoomed {
+            &state.highlight
+        } else {
+            &[]
+        },
         masked: shows_mask.then_some(masked),
         scale: ValueScale::fit(m.data.iter().copied()),
         legend: true,
@@ -237,6 +254,10 @@ impl View for PipelineView {
         true
     }
 
+    fn zooms(&self) -> bool {
+        true
+    }
+
     fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let a = areas(state, area);
         let t = &state.theme;
@@ -282,7 +303,10 @@ impl View for PipelineView {
             let mask = &state.pipeline.mask;
             let masked = move |i: usize, j: usize| mask.is_masked(0, head, i, j);
             for &(i, rect) in &a.panes {
-                if let Some(p) = make_panel(state, i, &masked) {
+                let Some(m) = drawn(state, i) else {
+                    continue;
+                };
+                if let Some(p) = make_panel(state, i, &m, &masked) {
                     p.render(state, rect, buf);
                 }
             }
@@ -324,11 +348,18 @@ impl View for PipelineView {
             if !rect.contains(pos) {
                 continue;
             }
-            let p = make_panel(state, i, &masked)?;
+            let m = drawn(state, i)?;
+            let p = make_panel(state, i, &m, &masked)?;
             let g = p.geometry(state, rect);
-            return g
-                .cell_at(x, y)
-                .map(|(row, col)| Hit::Cell { sub: i, row, col });
+            let zoomed = panel::is_zoomed(state, state.panes()[i]);
+            return g.cell_at(x, y).map(|cell| {
+                let (row, col) = if zoomed {
+                    panel::full_cell(state, cell)
+                } else {
+                    cell
+                };
+                Hit::Cell { sub: i, row, col }
+            });
         }
         None
     }

@@ -1,0 +1,352 @@
+//! The model view: a real model's heads all at once, and what they do.
+//!
+//! - **maps** (BertViz's model view): every layer x head as a small attention map, layers
+//!   down, heads across ([`maps`]);
+//! - **scores**: the same layers x heads as a grid coloured by one head score
+//!   (previous token, first token, duplicate, induction, entropy: `model::scores`), with
+//!   each layer's attention sink, the share of its attention on the first token
+//!   ([`grid`]);
+//! - **rollout**: attention rollout across the layers (Abnar & Zuidema 2020) as one map
+//!   ([`rollout`]).
+//!
+//! `c` cycles these. The cursor is on a layer and head everywhere; Enter opens that
+//! head's weights in the pipeline view, `d` ablates it (the forward pass runs again
+//! without its output) and the panel under the maps compares the model's predictions
+//! before and after ([`effects`]).
+
+mod effects;
+mod grid;
+mod maps;
+mod rollout;
+
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::KeyCode;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::model::scores::{HeadScores, head_scores};
+use crate::model::session::ModelSession;
+use crate::tui::action::Action;
+use crate::tui::component::{Hit, View};
+use crate::tui::context::{Context, Request};
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
+
+pub struct ModelView;
+
+const CMD_OPEN: u8 = 0;
+const CMD_SHOW: u8 = 1;
+const CMD_ABLATE: u8 = 2;
+const CMD_RESTORE: u8 = 3;
+
+static KEYS: &[Binding] = &[
+    Binding {
+        keys: &[KeyPat::Code(KeyCode::Enter)],
+        action: Action::ViewCommand(CMD_OPEN),
+        desc: "open the head under the cursor (its weights, in the pipeline view)",
+        hint: Some("open head"),
+        hint_keys: Some("Enter"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
+    Binding {
+        keys: &[KeyPat::Char('c')],
+        action: Action::ViewCommand(CMD_SHOW),
+        desc: "show: maps, then each head score, then the rollout",
+        hint: Some("maps/scores"),
+        hint_keys: Some("c"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
+    Binding {
+        keys: &[KeyPat::Char('d')],
+        action: Action::ViewCommand(CMD_ABLATE),
+        desc: "ablate the head under the cursor (or bring it back): the model runs again",
+        hint: Some("ablate"),
+        hint_keys: Some("d/D"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
+    Binding {
+        keys: &[KeyPat::Char('D')],
+        action: Action::ViewCommand(CMD_RESTORE),
+        desc: "bring every ablated head back",
+        hint: None,
+        hint_keys: None,
+        group: Group::ThisView,
+        when: When::Always,
+    },
+];
+
+/// What the view shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Show {
+    #[default]
+    Maps,
+    Score(Score),
+    Rollout,
+}
+
+/// The head scores the grid can colour by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Score {
+    PrevToken,
+    FirstToken,
+    Duplicate,
+    Induction,
+    Entropy,
+}
+
+impl Score {
+    const ALL: [Score; 5] = [
+        Score::PrevToken,
+        Score::FirstToken,
+        Score::Duplicate,
+        Score::Induction,
+        Score::Entropy,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Score::PrevToken => "prev-token",
+            Score::FirstToken => "first-token",
+            Score::Duplicate => "duplicate",
+            Score::Induction => "induction",
+            Score::Entropy => "entropy",
+        }
+    }
+
+    pub fn of(self, s: &HeadScores) -> f64 {
+        match self {
+            Score::PrevToken => s.prev_token,
+            Score::FirstToken => s.first_token,
+            Score::Duplicate => s.duplicate,
+            Score::Induction => s.induction,
+            Score::Entropy => s.entropy,
+        }
+    }
+}
+
+impl Show {
+    fn next(self) -> Show {
+        match self {
+            Show::Maps => Show::Score(Score::ALL[0]),
+            Show::Score(s) => match Score::ALL.iter().position(|&x| x == s) {
+                Some(i) if i + 1 < Score::ALL.len() => Show::Score(Score::ALL[i + 1]),
+                _ => Show::Rollout,
+            },
+            Show::Rollout => Show::Maps,
+        }
+    }
+}
+
+/// What the view keeps: every head's scores for the session they were computed for.
+struct ModelLab {
+    /// The session (by address) the scores belong to.
+    session: usize,
+    /// scores[layer * heads + head].
+    scores: Vec<HeadScores>,
+    show: Show,
+    /// The rollout (n x n), once asked for, for this session.
+    rollout: Option<Vec<f64>>,
+}
+
+fn session_key(s: &ModelSession) -> usize {
+    s as *const ModelSession as usize
+}
+
+fn lab(ctx: &Context) -> Option<&ModelLab> {
+    ctx.views.get::<ModelLab>(ViewKind::Model)
+}
+
+fn show(ctx: &Context) -> Show {
+    lab(ctx).map_or(Show::Maps, |l| l.show)
+}
+
+/// Score of (layer, head), if computed.
+fn score(ctx: &Context, layer: usize, head: usize) -> Option<&HeadScores> {
+    let heads = ctx.source.session()?.config().heads;
+    lab(ctx)?.scores.get(layer * heads + head)
+}
+
+/// The parts of the view: the line naming the head, the main area, the predictions.
+fn areas(ctx: &Context, area: Rect) -> [Rect; 3] {
+    let effects = ctx
+        .source
+        .session()
+        .map_or(0, |s| effects::height(s, area.height));
+    Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Fill(1),
+        Constraint::Length(effects),
+    ])
+    .areas(area)
+}
+
+fn head_line(ctx: &Context, s: &ModelSession) -> Vec<Span<'static>> {
+    let t = &ctx.theme;
+    let heads = s.config().heads;
+    let (layer, head) = ctx.cursor;
+    let kv = head / (heads / s.config().kv_heads.max(1)).max(1);
+    let ablated = s.options.ablate.contains(&(layer, head));
+    let mut spans = vec![Span::styled(
+        format!(
+            "layer {}/{} · head {}/{heads} · kv {}{} ",
+            layer + 1,
+            s.config().layers,
+            head + 1,
+            kv + 1,
+            if ablated { " (ablated)" } else { "" }
+        ),
+        t.panel_title,
+    )];
+    if let Some(sc) = score(ctx, layer, head) {
+        for k in Score::ALL {
+            spans.push(Span::styled(format!(" {} ", k.name()), t.field_name));
+            spans.push(Span::styled(format!("{:.2}", k.of(sc)), t.field_value));
+        }
+    }
+    spans
+}
+
+impl View for ModelView {
+    fn kind(&self) -> ViewKind {
+        ViewKind::Model
+    }
+
+    fn available(&self, ctx: &Context) -> bool {
+        ctx.source.session().is_some()
+    }
+
+    fn unavailable(&self) -> &'static str {
+        "the model view shows a real model's heads: attnviz --model MODEL --tokens TEXT"
+    }
+
+    fn commands(&self) -> &'static [Binding] {
+        KEYS
+    }
+
+    fn grid(&self, ctx: &Context) -> (usize, usize) {
+        ctx.source
+            .session()
+            .map_or((0, 0), |s| (s.config().layers, s.config().heads))
+    }
+
+    fn subtitle(&self, ctx: &Context) -> String {
+        let Some(s) = ctx.source.session() else {
+            return String::new();
+        };
+        let what = match show(ctx) {
+            Show::Maps => "every head's weights".to_string(),
+            Show::Score(k) => format!("the {} score of every head", k.name()),
+            Show::Rollout => "attention rollout through every layer".to_string(),
+        };
+        format!(
+            "{} layers x {} heads over {} tokens: {what} · c: show",
+            s.config().layers,
+            s.config().heads,
+            s.n()
+        )
+    }
+
+    /// Opening the view puts the cursor on the layer and head on screen and scores every
+    /// head (once per session).
+    fn refresh(&self, ctx: &mut Context) {
+        let Some(s) = ctx.source.session() else {
+            return;
+        };
+        let key = session_key(s);
+        if lab(ctx).is_none_or(|l| l.session != key) {
+            let (layers, heads, n) = (s.config().layers, s.config().heads, s.n());
+            let causal = s.config().causal;
+            let mut scores = Vec::with_capacity(layers * heads);
+            for l in 0..layers {
+                for h in 0..heads {
+                    let a = s.head_weights(l, h);
+                    scores.push(head_scores(a, &s.ids, |i| if causal { i + 1 } else { n }));
+                }
+            }
+            let show = show(ctx);
+            let rollout = (show == Show::Rollout)
+                .then(|| rollout::compute(s))
+                .flatten();
+            ctx.views.set(
+                ViewKind::Model,
+                ModelLab {
+                    session: key,
+                    scores,
+                    show,
+                    rollout,
+                },
+            );
+        }
+        ctx.cursor = (ctx.layer(), ctx.head);
+    }
+
+    fn update(&self, ctx: &mut Context, action: Action) {
+        let (layer, head) = ctx.cursor;
+        match action {
+            Action::ViewCommand(CMD_OPEN) => {
+                ctx.request = Some(Request::OpenHead {
+                    layer,
+                    head,
+                    view: ViewKind::Pipeline,
+                });
+            }
+            Action::ViewCommand(CMD_SHOW) => {
+                let rollout = ctx.source.session().and_then(rollout::compute);
+                if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
+                    l.show = l.show.next();
+                    if l.show == Show::Rollout && l.rollout.is_none() {
+                        l.rollout = rollout;
+                    }
+                }
+            }
+            Action::ViewCommand(CMD_ABLATE) => {
+                ctx.request = Some(Request::Ablate {
+                    heads: vec![(layer, head)],
+                    toggle: true,
+                });
+            }
+            Action::ViewCommand(CMD_RESTORE) => {
+                ctx.request = Some(Request::Ablate {
+                    heads: Vec::new(),
+                    toggle: false,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn render(&self, ctx: &Context, area: Rect, buf: &mut Buffer) {
+        let Some(s) = ctx.source.session() else {
+            return;
+        };
+        let [top, main, foot] = areas(ctx, area);
+        Line::from(head_line(ctx, s)).render(Rect::new(top.x, top.y, top.width, 1), buf);
+        match show(ctx) {
+            Show::Maps => maps::render(ctx, s, main, buf),
+            Show::Score(k) => grid::render(ctx, s, k, main, buf),
+            Show::Rollout => rollout::render(
+                ctx,
+                s,
+                lab(ctx).and_then(|l| l.rollout.as_deref()),
+                main,
+                buf,
+            ),
+        }
+        effects::render(ctx, s, foot, buf);
+    }
+
+    fn hit_test(&self, ctx: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
+        let s = ctx.source.session()?;
+        let [_, main, _] = areas(ctx, area);
+        let (row, col) = match show(ctx) {
+            Show::Maps => maps::hit(ctx, s, main, x, y)?,
+            Show::Score(_) => grid::hit(ctx, s, main, x, y)?,
+            Show::Rollout => return None,
+        };
+        Some(Hit::Cell { sub: 0, row, col })
+    }
+}

@@ -1,0 +1,217 @@
+//! The tokens view (BertViz's head view): for the selected token of a real model's text,
+//! where it looks in every head of the layer. Tokens run down the page as the tokenizer
+//! split them (` cat`, `##ing`, spaces shown); beside each key token one coloured cell
+//! per head, as strong as that head's weight from the selected token to it, then the
+//! weight of the focused head (or the mean over heads, `a`) as a number and a bar.
+//!
+//! Up and Down choose the token; the head keys (1-9, n/N) choose the focused head; `<` `>`
+//! the layer. The numbers are the forward pass's own weights (`ModelSession`).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::model::session::ModelSession;
+use crate::tui::action::Action;
+use crate::tui::component::{Hit, View};
+use crate::tui::context::Context;
+use crate::tui::keys::{Binding, Group, KeyPat, When};
+use crate::tui::view_kind::ViewKind;
+use crate::widgets::heat::adapt;
+use crate::widgets::text;
+use crate::widgets::token_links::{TokenLinks, head_rgb, show};
+
+pub struct TokensView;
+
+const CMD_MEAN: u8 = 0;
+
+static KEYS: &[Binding] = &[Binding {
+    keys: &[KeyPat::Char('a')],
+    action: Action::ViewCommand(CMD_MEAN),
+    desc: "bars: the focused head's weights / the mean over all heads",
+    hint: Some("head/mean"),
+    hint_keys: Some("a"),
+    group: Group::ThisView,
+    when: When::Always,
+}];
+
+/// The view's own setting: do the bars show the mean over heads?
+#[derive(Debug, Clone, Copy, Default)]
+struct TokensLab {
+    mean: bool,
+}
+
+fn mean(ctx: &Context) -> bool {
+    ctx.views
+        .get::<TokensLab>(ViewKind::Tokens)
+        .is_some_and(|l| l.mean)
+}
+
+fn areas(area: Rect) -> [Rect; 3] {
+    Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area)
+}
+
+/// weights[h][j]: head h's weight from token `i` to token j in `layer`.
+fn row_weights(s: &ModelSession, layer: usize, i: usize) -> Vec<Vec<f32>> {
+    let n = s.n();
+    (0..s.config().heads)
+        .map(|h| s.head_weights(layer, h)[i * n..(i + 1) * n].to_vec())
+        .collect()
+}
+
+/// First token row on screen: the selected token kept near the middle.
+fn scroll(selected: usize, rows: usize, n: usize) -> usize {
+    if n <= rows {
+        0
+    } else {
+        selected.saturating_sub(rows / 2).min(n - rows)
+    }
+}
+
+impl View for TokensView {
+    fn kind(&self) -> ViewKind {
+        ViewKind::Tokens
+    }
+
+    fn available(&self, ctx: &Context) -> bool {
+        ctx.source.session().is_some()
+    }
+
+    fn unavailable(&self) -> &'static str {
+        "the tokens view shows a real model's heads: attnviz --model MODEL --tokens TEXT"
+    }
+
+    fn commands(&self) -> &'static [Binding] {
+        KEYS
+    }
+
+    fn grid(&self, ctx: &Context) -> (usize, usize) {
+        ctx.source.session().map_or((0, 0), |s| (s.n(), 1))
+    }
+
+    fn subtitle(&self, ctx: &Context) -> String {
+        ctx.source.session().map_or_else(String::new, |s| {
+            format!(
+                "layer {}/{}: where one token looks in each of its {} heads",
+                ctx.layer() + 1,
+                s.config().layers,
+                s.config().heads
+            )
+        })
+    }
+
+    fn update(&self, ctx: &mut Context, action: Action) {
+        if action == Action::ViewCommand(CMD_MEAN) {
+            let m = !mean(ctx);
+            ctx.views.set(ViewKind::Tokens, TokensLab { mean: m });
+        }
+    }
+
+    fn render(&self, ctx: &Context, area: Rect, buf: &mut Buffer) {
+        let Some(s) = ctx.source.session() else {
+            return;
+        };
+        let t = &ctx.theme;
+        let [top, body, foot] = areas(area);
+        let (n, heads) = (s.n(), s.config().heads);
+        let i = ctx.cursor.0.min(n.saturating_sub(1));
+        let layer = ctx.layer();
+        let weights = row_weights(s, layer, i);
+        let focus = (!mean(ctx)).then_some(ctx.head.min(heads.saturating_sub(1)));
+        // Line 1: the selected token and what the bars show; line 2: the head colours.
+        let bars = match focus {
+            Some(h) => format!("bars: head {}", h + 1),
+            None => "bars: mean of the heads".to_string(),
+        };
+        let mut strongest: Vec<(usize, f32)> = match focus {
+            Some(h) => weights[h].iter().copied().enumerate().collect(),
+            None => (0..n)
+                .map(|j| {
+                    let m = weights.iter().map(|w| w[j]).sum::<f32>() / heads.max(1) as f32;
+                    (j, m)
+                })
+                .collect(),
+        };
+        strongest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let best: Vec<String> = strongest
+            .iter()
+            .take(3)
+            .map(|(j, w)| format!("'{}' {w:.2}", ctx.glyphs.text(&show(&s.pieces[*j]))))
+            .collect();
+        let line1 = vec![
+            Span::styled(
+                format!(
+                    "token {}/{n} '{}' · {bars} · strongest: ",
+                    i + 1,
+                    ctx.glyphs.text(&show(&s.pieces[i]))
+                ),
+                t.panel_title,
+            ),
+            Span::styled(best.join(", "), t.field_value),
+        ];
+        Line::from(line1).render(Rect::new(top.x, top.y, top.width, 1), buf);
+        let mut legend = vec![Span::styled("heads ", t.dim)];
+        for h in 0..heads {
+            let style = adapt(t.depth, head_rgb(h, heads)).map_or(t.label, |c| t.label.fg(c));
+            let style = if Some(h) == focus {
+                style.add_modifier(t.highlight)
+            } else {
+                style
+            };
+            legend.push(Span::styled(format!("{} ", h + 1), style));
+        }
+        if top.height > 1 {
+            Line::from(legend).render(Rect::new(top.x, top.y + 1, top.width, 1), buf);
+        }
+        let rows = TokenLinks::visible_rows(body);
+        let background = t.heat.rgb(0.0, false);
+        (&TokenLinks {
+            tokens: &s.pieces,
+            selected: i,
+            weights: &weights,
+            focus_head: focus,
+            scroll: scroll(i, rows, n),
+            depth: t.depth,
+            background,
+            glyphs: &ctx.glyphs,
+            text: t.value,
+            selected_style: t.label_active,
+            dim: t.dim,
+        })
+            .render(body, buf);
+        let foot_text = format!(
+            "query tokens on the left, keys on the right; a cell per head, brighter = more weight · tokens {}-{} of {n}",
+            scroll(i, rows, n) + 1,
+            (scroll(i, rows, n) + rows).min(n)
+        );
+        buf.set_stringn(
+            foot.x,
+            foot.y,
+            text::fit(&foot_text, foot.width as usize, ctx.glyphs.ellipsis),
+            foot.width as usize,
+            t.dim,
+        );
+    }
+
+    fn hit_test(&self, ctx: &Context, area: Rect, _x: u16, y: u16) -> Option<Hit> {
+        let s = ctx.source.session()?;
+        let [_, body, _] = areas(area);
+        if y < body.y || y >= body.bottom() {
+            return None;
+        }
+        let n = s.n();
+        let rows = TokenLinks::visible_rows(body);
+        let row = scroll(ctx.cursor.0.min(n.saturating_sub(1)), rows, n) + (y - body.y) as usize;
+        (row < n).then_some(Hit::Cell {
+            sub: 0,
+            row,
+            col: 0,
+        })
+    }
+}
