@@ -323,32 +323,45 @@ fn render_cost(state: &Context, d: &Decoding, t: usize, area: Rect, buf: &mut Bu
     } else {
         format!("1 token over {keys} keys")
     };
-    w.text(
-        &format!(
-            "cached:   {:>15} ({what}; attention {})",
-            group_digits(c.cached.total()),
-            short(c.cached.attention)
-        ),
-        th.good,
+    let again = format!(
+        "all {keys} positions again; {}",
+        ratio(c.recompute.total(), c.cached.total())
     );
-    w.text(
-        &format!(
-            "no cache: {:>15} (all {keys} positions again; {})",
-            group_digits(c.recompute.total()),
-            ratio(c.recompute.total(), c.cached.total())
-        ),
-        th.warn,
-    );
+    // Narrow panels: the figures in short form, one line each.
+    let (cached, recompute) = if area.width >= 64 {
+        (
+            format!(
+                "cached:   {:>15} ({what}; attention {})",
+                group_digits(c.cached.total()),
+                short(c.cached.attention)
+            ),
+            format!(
+                "no cache: {:>15} ({again})",
+                group_digits(c.recompute.total())
+            ),
+        )
+    } else {
+        (
+            format!("cached:   {:>7} ({what})", short(c.cached.total())),
+            format!(
+                "no cache: {:>7} ({}, all {keys} again)",
+                short(c.recompute.total()),
+                ratio(c.recompute.total(), c.cached.total())
+            ),
+        )
+    };
+    w.line(vec![Span::styled(cached, th.good)]);
+    w.line(vec![Span::styled(recompute, th.warn)]);
     let (so_c, so_r) = d.cost_so_far(t);
-    w.text(
-        &format!(
+    w.line(vec![Span::styled(
+        format!(
             "so far {} / {} ({}); matrix products only",
             short(so_c),
             short(so_r),
             ratio(so_r, so_c)
         ),
         th.dim,
-    );
+    )]);
     // One bar per step: the cached part solid, the rest of the recomputation shaded.
     let rows = w.rows_left() as usize;
     let first = (t + 1).saturating_sub(rows);

@@ -26,7 +26,7 @@ use crate::tui::views::panel::{MAX_CELL, MatrixPanel};
 use crate::widgets::ValueScale;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::fit_number;
-use crate::widgets::text::escape_controls;
+use crate::widgets::text::{escape_controls, width};
 
 /// What the position view keeps for a real model.
 #[derive(Debug)]
@@ -87,6 +87,15 @@ fn num(x: f64) -> String {
         crate::engine::memory::group_digits(x as u64)
     } else {
         format!("{x}")
+    }
+}
+
+/// A frequency in 8 columns: four decimals, or three significant digits below 0.01.
+fn small(x: f64) -> String {
+    if x >= 0.01 {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.2e}")
     }
 }
 
@@ -169,7 +178,7 @@ fn render_rope(state: &Context, s: &ModelSession, r: &RopeInfo, area: Rect, buf:
     let slow = r.pairs.last().map_or(0.0, |p| p.wavelength);
     w.text(
         &format!(
-            "the fastest pair turns once every {} positions, the slowest once every {} (the model's context is {})",
+            "freq in rad per position; period = positions per full turn: the fastest pair turns every {}, the slowest every {} (the model's context is {})",
             fit_number(std::f64::consts::TAU, 6, true),
             fit_number(slow, 8, true),
             s.config().context
@@ -177,11 +186,14 @@ fn render_rope(state: &Context, s: &ModelSession, r: &RopeInfo, area: Rect, buf:
         th.dim,
     );
     let body = w.take(w.rows_left());
-    let [left, right] = Layout::horizontal([Constraint::Percentage(45), Constraint::Fill(1)])
+    // cos(angle) of every position of the text and every pair: one column per pair is
+    // enough for its colour, the rest of the width goes to the pairs' numbers.
+    let pairs = r.pairs.len();
+    let label_w = s.pieces.iter().map(|t| width(&show(t))).max().unwrap_or(0) + 4;
+    let left_w = ((label_w + pairs + 4) as u16).min(body.width * 45 / 100);
+    let [left, right] = Layout::horizontal([Constraint::Length(left_w), Constraint::Fill(1)])
         .spacing(2)
         .areas(body);
-    // cos(angle) of every position of the text and every pair.
-    let pairs = r.pairs.len();
     let data = Array2::from_shape_fn((n, pairs), |(p, k)| r.angle(k, p).cos());
     let rows = s
         .pieces
@@ -226,7 +238,10 @@ fn render_pairs(
         .stage(StageId::SplitHeads)
         .and_then(|st| st.matrices.get(h));
     let after = p.stage(StageId::Rope).and_then(|st| st.matrices.get(h));
-    let q = before.zip(after).filter(|(b, _)| b.data.nrows() > i);
+    // The q columns need the room of a wide screen.
+    let q = before
+        .zip(after)
+        .filter(|(b, _)| b.data.nrows() > i && area.width >= 70);
     let token = s.pieces.get(i).map(|t| show(t)).unwrap_or_default();
     let mut w = LineWriter::new(area, buf);
     w.text(
@@ -245,7 +260,7 @@ fn render_pairs(
             "{:<9} {:>8} {:>9} {:>8}{}",
             "dims",
             "freq",
-            "turn/pos",
+            "period",
             "angle",
             if q.is_some() {
                 "   q before -> after"
@@ -265,10 +280,7 @@ fn render_pairs(
                 format!("{:<9}", format!("({},{})", pair.dims.0, pair.dims.1)),
                 th.label,
             ),
-            Span::styled(
-                format!(" {:>8}", fit_number(pair.freq, 8, !g.ascii)),
-                th.formula,
-            ),
+            Span::styled(format!(" {:>8}", small(pair.freq)), th.formula),
             Span::styled(
                 format!(" {:>9}", fit_number(pair.wavelength, 9, !g.ascii)),
                 th.dim,
