@@ -190,7 +190,7 @@ fn render_rope(state: &Context, s: &ModelSession, r: &RopeInfo, area: Rect, buf:
     // enough for its colour, the rest of the width goes to the pairs' numbers.
     let pairs = r.pairs.len();
     let label_w = s.pieces.iter().map(|t| width(&show(t))).max().unwrap_or(0) + 4;
-    let left_w = ((label_w + pairs + 4) as u16).min(body.width * 45 / 100);
+    let left_w = ((label_w + pairs + 4).max(40) as u16).min(body.width * 45 / 100);
     let [left, right] = Layout::horizontal([Constraint::Length(left_w), Constraint::Fill(1)])
         .spacing(2)
         .areas(body);
