@@ -83,11 +83,15 @@ pub fn grid(state: &Context) -> (usize, usize) {
 }
 
 pub fn subtitle(state: &Context) -> String {
-    let name = state
-        .source
-        .session()
-        .map(|s| s.model.name.clone())
-        .unwrap_or_default();
+    let Some(session) = state.source.session() else {
+        return String::new();
+    };
+    let name = &session.model.name;
+    if !session.config().causal {
+        return format!(
+            "{name} is an encoder: it does not generate, so there is no decoding to show"
+        );
+    }
     format!(
         "generate on {name}, step by step: the KV cache growing · cost with and without it · the next tokens"
     )
