@@ -300,6 +300,27 @@ fn the_position_view_shows_the_models_rope_base_and_a_changed_one() {
 }
 
 #[test]
+fn the_position_view_on_hugging_face_llama_weights_names_the_rotate_half_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("llama");
+    hf::llama().write(&folder, 1);
+    let mut s = model_state(folder.to_str().unwrap(), Some("the cat sat"), options()).unwrap();
+    update(&mut s, Action::SetView(ViewKind::Position));
+    let text = screen(&mut s, 120, 40);
+    assert!(
+        text.contains("RoPE, base 500,000 (the model's own)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pairs (i, i+2), transformers' rotate-half"),
+        "{text}"
+    );
+    // Pair 1 turns dimensions 1 and 3 of the head (d_head 4).
+    assert!(text.contains("(1,3)"), "{text}");
+    check_rotation(&s, 500000.0);
+}
+
+#[test]
 fn the_position_view_shows_a_learned_tables_rows_from_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("bert");
