@@ -9,7 +9,10 @@
 //! On a real model (`attnviz --model`) it shows the model's own encoding instead: RoPE
 //! with its base, or the learned position table's rows ([`real`]).
 
+mod angle;
 mod real;
+
+use angle::angle_glyph;
 
 use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
@@ -324,16 +327,6 @@ fn row_preview(m: Option<&Array2<f64>>, row: usize, k: usize) -> String {
         parts.push("..".into());
     }
     format!("[{}]", parts.join(" "))
-}
-
-/// The arrow closest to an angle, for the rotation panel.
-fn angle_glyph(state: &Context, theta: f64) -> &'static str {
-    const UNI: [&str; 8] = ["→", "↗", "↑", "↖", "←", "↙", "↓", "↘"];
-    const ASC: [&str; 8] = ["-", "/", "|", "\\", "-", "/", "|", "\\"];
-    let k = ((theta.rem_euclid(std::f64::consts::TAU)) / (std::f64::consts::TAU / 8.0)).round()
-        as usize
-        % 8;
-    if state.glyphs.ascii { ASC[k] } else { UNI[k] }
 }
 
 fn render_rope(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {

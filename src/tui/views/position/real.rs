@@ -15,7 +15,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Span;
 
-use super::angle_glyph;
+use super::angle::angle_glyph;
 use crate::engine::pipeline::{Matrix, StageId};
 use crate::model::config::RopeStyle;
 use crate::model::positions::{LearnedRows, PositionInfo, RopeInfo};
@@ -28,11 +28,62 @@ use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::fit_number;
 use crate::widgets::text::{escape_controls, width};
 
-/// What the position view keeps for a real model.
+/// What the position view keeps for a real model: the encoding, and the panels' matrices
+/// built once (a 1,024-token text's n x n similarity is too big to rebuild every frame).
 #[derive(Debug)]
 pub struct RealPositionLab {
     key: String,
     pub info: PositionInfo,
+    /// RoPE: cos(angle) [position x pair]; learned: the table's rows [position x dim].
+    pub table: Option<Matrix>,
+    /// Learned: cosine similarity of the rows [position x position].
+    pub similarity: Option<Matrix>,
+}
+
+fn position_labels(s: &ModelSession, n: usize) -> Vec<String> {
+    s.pieces
+        .iter()
+        .take(n)
+        .enumerate()
+        .map(|(p, t)| format!("{} {p}", show(t)))
+        .collect()
+}
+
+/// The panels' matrices for `info`.
+fn matrices(s: &ModelSession, info: &PositionInfo) -> (Option<Matrix>, Option<Matrix>) {
+    match info {
+        PositionInfo::Rope(r) => {
+            let (n, pairs) = (s.n(), r.pairs.len());
+            let data = Array2::from_shape_fn((n, pairs), |(p, k)| r.angle(k, p).cos());
+            let cols = (0..pairs).map(|k| k.to_string()).collect();
+            let m = Matrix::new(
+                "cos(angle) [position x pair]",
+                data,
+                position_labels(s, n),
+                cols,
+            );
+            (Some(m), None)
+        }
+        PositionInfo::Learned(l) => {
+            let n = l.n();
+            let rows = Array2::from_shape_fn((n, l.d_model), |(p, c)| l.row(p)[c] as f64);
+            let table = Matrix::new(
+                format!("{} rows 0..{n} [position x dim]", l.tensor),
+                rows,
+                position_labels(s, n),
+                (0..l.d_model).map(|c| c.to_string()).collect(),
+            );
+            let sim = Array2::from_shape_fn((n, n), |(a, b)| l.similarity[a * n + b]);
+            let m = Matrix::new(
+                "cosine similarity of the rows [position x position]",
+                sim,
+                position_labels(s, n),
+                (0..n).map(|p| p.to_string()).collect(),
+            );
+            (Some(table), Some(m))
+        }
+        _ => (None, None),
+    }
 }
 
 fn session_key(s: &ModelSession) -> String {
@@ -53,9 +104,16 @@ pub fn ensure(state: &mut Context) {
         return;
     }
     let info = PositionInfo::of(session);
-    state
-        .views
-        .set(ViewKind::Position, RealPositionLab { key, info });
+    let (table, similarity) = matrices(session, &info);
+    state.views.set(
+        ViewKind::Position,
+        RealPositionLab {
+            key,
+            info,
+            table,
+            similarity,
+        },
+    );
 }
 
 /// The header line under the tabs: which encoding the model uses.
@@ -119,8 +177,8 @@ pub fn render(state: &Context, area: Rect, buf: &mut Buffer) {
     };
     let th = &state.theme;
     match &lab.info {
-        PositionInfo::Rope(r) => render_rope(state, session, r, area, buf),
-        PositionInfo::Learned(l) => render_learned(state, session, l, area, buf),
+        PositionInfo::Rope(r) => render_rope(state, session, lab, r, area, buf),
+        PositionInfo::Learned(l) => render_learned(state, session, lab, l, area, buf),
         PositionInfo::RopeDropped { model_base } => {
             let mut w = LineWriter::new(area, buf);
             w.text(
@@ -141,7 +199,14 @@ pub fn render(state: &Context, area: Rect, buf: &mut Buffer) {
     }
 }
 
-fn render_rope(state: &Context, s: &ModelSession, r: &RopeInfo, area: Rect, buf: &mut Buffer) {
+fn render_rope(
+    state: &Context,
+    s: &ModelSession,
+    lab: &RealPositionLab,
+    r: &RopeInfo,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let th = &state.theme;
     let n = s.n();
     let i = state.cursor.0.min(n.saturating_sub(1));
@@ -194,17 +259,11 @@ fn render_rope(state: &Context, s: &ModelSession, r: &RopeInfo, area: Rect, buf:
     let [left, right] = Layout::horizontal([Constraint::Length(left_w), Constraint::Fill(1)])
         .spacing(2)
         .areas(body);
-    let data = Array2::from_shape_fn((n, pairs), |(p, k)| r.angle(k, p).cos());
-    let rows = s
-        .pieces
-        .iter()
-        .enumerate()
-        .map(|(p, t)| format!("{} {p}", show(t)))
-        .collect();
-    let cols = (0..pairs).map(|k| k.to_string()).collect();
-    let m = Matrix::new("cos(angle) [position x pair]", data, rows, cols);
+    let Some(m) = &lab.table else {
+        return;
+    };
     MatrixPanel {
-        matrix: &m,
+        matrix: m,
         title: m.name.clone(),
         title_style: th.panel_title,
         cursor: Some((i, 0)),
@@ -317,6 +376,7 @@ fn render_pairs(
 fn render_learned(
     state: &Context,
     s: &ModelSession,
+    lab: &RealPositionLab,
     l: &LearnedRows,
     area: Rect,
     buf: &mut Buffer,
@@ -369,22 +429,11 @@ fn render_learned(
     let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)])
         .spacing(2)
         .areas(body);
-    let labels: Vec<String> = s
-        .pieces
-        .iter()
-        .take(n)
-        .enumerate()
-        .map(|(p, t)| format!("{} {p}", show(t)))
-        .collect();
-    let rows = Array2::from_shape_fn((n, l.d_model), |(p, c)| l.row(p)[c] as f64);
-    let table = Matrix::new(
-        format!("{} rows 0..{n} [position x dim]", l.tensor),
-        rows,
-        labels.clone(),
-        (0..l.d_model).map(|c| c.to_string()).collect(),
-    );
+    let (Some(table), Some(m)) = (&lab.table, &lab.similarity) else {
+        return;
+    };
     MatrixPanel {
-        matrix: &table,
+        matrix: table,
         title: table.name.clone(),
         title_style: th.panel_title,
         cursor: Some((i, 0)),
@@ -395,16 +444,8 @@ fn render_learned(
         max_cell: MAX_CELL,
     }
     .render(state, left, buf);
-    let sim = Array2::from_shape_fn((n, n), |(a, b)| l.similarity[a * n + b]);
-    let short: Vec<String> = (0..n).map(|p| p.to_string()).collect();
-    let m = Matrix::new(
-        "cosine similarity of the rows [position x position]",
-        sim,
-        labels,
-        short,
-    );
     MatrixPanel {
-        matrix: &m,
+        matrix: m,
         title: m.name.clone(),
         title_style: th.panel_title,
         cursor: Some((i, state.cursor.1.min(n.saturating_sub(1)))),
