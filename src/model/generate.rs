@@ -121,6 +121,11 @@ impl<'m> Decoder<'m> {
                 trace: None,
             };
             block_forward(&ctx, lw, &mut x, n, keys, &mut self.buf, lo)?;
+            // Keep only the last query row of each head [heads, n_k] at once: a long
+            // prompt's [heads, n, n_k] weights of every layer would not all fit in memory.
+            if n > 1 && !weights[l].is_empty() {
+                weights[l] = last_rows(&weights[l], n, pos0 + n);
+            }
         }
         self.cache.len = pos0 + n;
         let n_k = self.cache.len;
@@ -132,25 +137,20 @@ impl<'m> Decoder<'m> {
                 cfg.arch.name()
             ))
         })?;
-        // Keep the last query row of each layer's weights [heads, n, n_k].
-        let attention = weights
-            .into_iter()
-            .map(|wl| {
-                if wl.is_empty() {
-                    return wl;
-                }
-                wl.chunks_exact(n * n_k)
-                    .flat_map(|head| head[(n - 1) * n_k..].iter().copied())
-                    .collect()
-            })
-            .collect();
         Ok(StepOutput {
             logits,
-            attention,
+            attention: weights,
             n_k,
             ms: start.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// The last query row of each head of weights [heads, n, n_k]: [heads, n_k].
+fn last_rows(w: &[f32], n: usize, n_k: usize) -> Vec<f32> {
+    w.chunks_exact(n * n_k)
+        .flat_map(|head| head[(n - 1) * n_k..].iter().copied())
+        .collect()
 }
 
 /// How tokens are picked.

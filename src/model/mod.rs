@@ -12,8 +12,10 @@
 //! - [`forward`]: the f32 forward pass (blocks in `block`, norms in `norm`, RoPE in `rope`,
 //!   MLPs in `mlp`) with interventions, attention weights and a block's [`trace`];
 //! - [`predict`]: per-token loss and top next tokens from logits;
+//! - [`positions`]: the model's own position encoding (RoPE frequencies, learned rows) for the app;
 //! - [`cache`]: the KV cache of a decoding session;
 //! - [`generate`]: prefill, then token by token over the cache; greedy or seeded sampling;
+//! - [`decode_steps`]: greedy decoding kept step by step for the app's decode view;
 //! - [`scores`]: what a head does, measured: head scores and attention rollout;
 //! - [`session`]: one text through one model, kept for the app.
 //!
@@ -23,6 +25,7 @@
 mod block;
 pub mod cache;
 pub mod config;
+pub mod decode_steps;
 pub mod find;
 pub mod forward;
 pub mod gemm;
@@ -34,6 +37,7 @@ pub mod hf_config;
 pub mod load;
 mod mlp;
 mod norm;
+pub mod positions;
 pub mod predict;
 pub mod quant;
 mod rope;

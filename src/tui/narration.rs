@@ -92,6 +92,26 @@ fn stage_zh(id: StageId) -> &'static str {
     }
 }
 
+/// Narration of a view on a real model, where it differs from the lesson's.
+pub fn view_on_model(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'static str> {
+    use crate::tui::view_kind::ViewKind as V;
+    Some(match (kind, lang) {
+        (V::Position, Lang::En) => {
+            "Attention itself ignores order: this model's positions enter as RoPE's turn of q and k (so q·k depends on the distance) or as a learned row added to each token."
+        }
+        (V::Position, Lang::Zh) => {
+            "注意力本身不看顺序：这个模型的位置信息要么是 RoPE 对 q 和 k 的旋转（q·k 只取决于距离），要么是加到每个词元上的一行学到的位置向量。"
+        }
+        (V::Decode, Lang::En) => {
+            "The model writes one token at a time: each new token's keys and values join the cache in every layer, so a step costs one row of work instead of the whole prefix again."
+        }
+        (V::Decode, Lang::Zh) => {
+            "模型一次写一个词元：新词元在每一层的键和值追加进缓存，所以每一步只算一行，不必把整个前缀重算一遍。"
+        }
+        _ => return None,
+    })
+}
+
 /// Narration of a view that is not about one stage.
 pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'static str> {
     use crate::tui::view_kind::ViewKind as V;

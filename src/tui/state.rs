@@ -229,6 +229,11 @@ impl State {
         if let Some(n) = &self.narration {
             return n.clone();
         }
+        if self.source.session().is_some()
+            && let Some(n) = narration::view_on_model(self.view, self.options.lang)
+        {
+            return n.to_string();
+        }
         if let Some(n) = narration::view(self.view, self.options.lang) {
             return n.to_string();
         }

@@ -14,10 +14,15 @@
 //!
 //! Every number comes from `engine::kv_cache` and `engine::gqa`; the cursor row is the
 //! decoding step, its column a cached position.
+//!
+//! On a real model (`attnviz --model`) the view shows the model's own decoding instead:
+//! `generate` step by step ([`real`]).
 
 mod inputs;
+mod real;
 
 pub(crate) use inputs::HeadInputs;
+pub use real::RealDecodeLab;
 
 use ndarray::{Array2, s};
 use ratatui::buffer::Buffer;
@@ -266,7 +271,11 @@ fn rebuild(state: &mut Context) {
 }
 
 fn step_to(state: &mut Context, t: isize) {
-    let n = state.pipeline.shape.n_q as isize;
+    let n = if state.source.session().is_some() {
+        real::grid(state).0 as isize
+    } else {
+        state.pipeline.shape.n_q as isize
+    };
     let t = t.clamp(0, (n - 1).max(0)) as usize;
     state.cursor.0 = t;
     let grid = DecodeView.grid(state);
@@ -274,6 +283,18 @@ fn step_to(state: &mut Context, t: isize) {
 }
 
 fn cycle_groups(state: &mut Context, delta: isize) {
+    if let Some(s) = state.source.session() {
+        let c = s.config();
+        let text = format!(
+            "{} has {} KV head{} for {} query heads, fixed by its training; the cache line compares MHA",
+            s.model.name,
+            c.kv_heads,
+            if c.kv_heads == 1 { "" } else { "s" },
+            c.heads
+        );
+        state.set_status(StatusKind::Info, text);
+        return;
+    }
     let Some(Ok(lab)) = state.views.get_mut::<LabResult>(ViewKind::Decode) else {
         return;
     };
@@ -323,11 +344,18 @@ impl View for DecodeView {
     }
 
     fn refresh(&self, state: &mut Context) {
-        rebuild(state);
+        if state.source.session().is_some() {
+            real::ensure(state);
+        } else {
+            rebuild(state);
+        }
     }
 
     /// Rows: the decoding steps; columns: the positions a step can attend to.
     fn grid(&self, state: &Context) -> (usize, usize) {
+        if state.source.session().is_some() {
+            return real::grid(state);
+        }
         let n = state.pipeline.shape.n_q;
         match lab(state) {
             Some(Ok(_)) => (n, n),
@@ -335,11 +363,17 @@ impl View for DecodeView {
         }
     }
 
-    fn subtitle(&self, _state: &Context) -> String {
+    fn subtitle(&self, state: &Context) -> String {
+        if state.source.session().is_some() {
+            return real::subtitle(state);
+        }
         "KV-cache decoding token by token · cost with and without the cache · GQA/MQA groups".into()
     }
 
     fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
+        if state.source.session().is_some() {
+            return real::render(state, area, buf);
+        }
         match lab(state) {
             Some(Ok(lab)) => render_lab(state, lab, area, buf),
             Some(Err(e)) => LineWriter::new(area, buf).text(e, state.theme.warn),

@@ -23,7 +23,7 @@ use crate::tui::component::View;
 use crate::tui::context::Context;
 use crate::tui::view_kind::ViewKind;
 
-pub use decode::DecodeLab;
+pub use decode::{DecodeLab, RealDecodeLab};
 pub use position::PositionLab;
 pub use variants::{Mode as VariantMode, VariantsLab};
 

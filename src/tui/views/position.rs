@@ -5,6 +5,14 @@
 //!   way (and with sinusoidal PE they are not);
 //! - shift every position by k under RoPE (by putting k tokens in front): the scores
 //!   between the original tokens stay the same (and with sinusoidal PE they do not).
+//!
+//! On a real model (`attnviz --model`) it shows the model's own encoding instead: RoPE
+//! with its base, or the learned position table's rows ([`real`]).
+
+mod angle;
+mod real;
+
+use angle::angle_glyph;
 
 use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
@@ -321,16 +329,6 @@ fn row_preview(m: Option<&Array2<f64>>, row: usize, k: usize) -> String {
     format!("[{}]", parts.join(" "))
 }
 
-/// The arrow closest to an angle, for the rotation panel.
-fn angle_glyph(state: &Context, theta: f64) -> &'static str {
-    const UNI: [&str; 8] = ["→", "↗", "↑", "↖", "←", "↙", "↓", "↘"];
-    const ASC: [&str; 8] = ["-", "/", "|", "\\", "-", "/", "|", "\\"];
-    let k = ((theta.rem_euclid(std::f64::consts::TAU)) / (std::f64::consts::TAU / 8.0)).round()
-        as usize
-        % 8;
-    if state.glyphs.ascii { ASC[k] } else { UNI[k] }
-}
-
 fn render_rope(state: &Context, lab: &PositionLab, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let g = &state.glyphs;
@@ -570,7 +568,11 @@ impl View for PositionView {
     }
 
     fn refresh(&self, state: &mut Context) {
-        ensure_lab(state, None, None);
+        if state.source.session().is_some() {
+            real::ensure(state);
+        } else {
+            ensure_lab(state, None, None);
+        }
     }
 
     fn grid(&self, state: &Context) -> (usize, usize) {
@@ -579,6 +581,9 @@ impl View for PositionView {
     }
 
     fn subtitle(&self, state: &Context) -> String {
+        if state.source.session().is_some() {
+            return real::subtitle(state);
+        }
         let narrow = state.screen.0 < TWO_PAGES_BELOW;
         match state.views.get::<PositionLab>(ViewKind::Position) {
             Some(lab) if narrow && lab.page == 0 => {
@@ -593,6 +598,9 @@ impl View for PositionView {
     }
 
     fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
+        if state.source.session().is_some() {
+            return real::render(state, area, buf);
+        }
         let Some(lab) = state.views.get::<PositionLab>(ViewKind::Position) else {
             let msg = if state.source.is_model() {
                 "the experiments could not be built (see the status line)"
