@@ -318,3 +318,37 @@ fn ablating_a_head_runs_the_model_again_and_compares_its_predictions() {
     assert!(s.source.session().unwrap().options.ablate.is_empty());
     assert_eq!(s.source.session().unwrap().loss(), Some(before));
 }
+
+#[test]
+fn the_frame_bench_times_every_view_on_a_long_real_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    let mut t = Tiny::new();
+    t.context = 256;
+    tiny_llama(t, Quant::F32).write(&path);
+    let records =
+        attnviz::tui::frame_bench::measure_model(path.to_str().unwrap(), 200, 120, 40).unwrap();
+    for kind in [
+        ViewKind::Model,
+        ViewKind::Tokens,
+        ViewKind::Pipeline,
+        ViewKind::Heads,
+    ] {
+        assert!(
+            records
+                .iter()
+                .any(|r| r.view == kind.name() && r.tokens == 200),
+            "no record of the {kind} view at 200 tokens"
+        );
+    }
+    // The views that zoom are timed zoomed out too.
+    assert!(records.iter().any(|r| r.view == "heads" && r.zoom == 4));
+    assert!(
+        records
+            .iter()
+            .all(|r| r.ms_per_frame > 0.0 && r.ms_per_frame.is_finite())
+    );
+    let err = attnviz::tui::frame_bench::measure_model(path.to_str().unwrap(), 5000, 120, 40)
+        .unwrap_err();
+    assert!(err.to_string().contains("--ui-tokens"), "{err}");
+}

@@ -19,6 +19,11 @@ pub const MAX_VIEW_TOKENS: usize = 2048;
 /// 32 MiB each, 160 MiB in all.
 pub const MAX_PIPELINE_SCORE_CELLS: u64 = 1 << 22;
 
+/// Weights (heads x Nq x Nk) of a pipeline that holds only the weights (`view --attn`,
+/// a real model's layer too long for every stage): one matrix per head instead of five,
+/// so five times the cells in the same 160 MiB (SmolLM2's 9 heads at 1,024 tokens).
+pub const MAX_WEIGHT_CELLS: u64 = 5 * MAX_PIPELINE_SCORE_CELLS;
+
 /// Elements of one .npy tensor. Tensors are held in f64: 2^28 elements is 2 GiB, and
 /// the header is checked against this before anything is allocated.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 28;

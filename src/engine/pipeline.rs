@@ -485,7 +485,7 @@ impl Pipeline {
                 "attention weights of shape [{h}, {n_q}, {n_k}] are empty; every dimension must be at least 1"
             )));
         }
-        check_view_size(h, n_q, n_k)?;
+        check_weights_size(h, n_q, n_k)?;
         check_finite("attention weights", &attn)?;
         if let Some(((hh, i, j), w)) = attn.indexed_iter().find(|(_, w)| **w < 0.0) {
             return Err(Error::usage(format!(
@@ -624,6 +624,22 @@ fn check_view_size(h: usize, n_q: usize, n_k: usize) -> Result<()> {
         return Err(Error::usage(format!(
             "{h} heads x {n_q} x {n_k} = {cells} score cells is over the limit of {} (MAX_PIPELINE_SCORE_CELLS) for the app; use fewer heads or a shorter sequence",
             limits::MAX_PIPELINE_SCORE_CELLS
+        )));
+    }
+    Ok(())
+}
+
+/// A weights-only pipeline keeps one score-shaped matrix per head where a computed one
+/// keeps five, so it may hold five times the cells in the same memory.
+fn check_weights_size(h: usize, n_q: usize, n_k: usize) -> Result<()> {
+    // The head and token limits are a computed pipeline's; one head's cells always fit.
+    check_view_size(h, 1, 1)?;
+    check_view_size(1, n_q, n_k)?;
+    let cells = (h * n_q) as u64 * n_k as u64;
+    if cells > limits::MAX_WEIGHT_CELLS {
+        return Err(Error::usage(format!(
+            "{h} heads x {n_q} x {n_k} = {cells} weights is over the limit of {} (MAX_WEIGHT_CELLS) for the app; use fewer heads or a shorter sequence",
+            limits::MAX_WEIGHT_CELLS
         )));
     }
     Ok(())

@@ -8,6 +8,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use ndarray::Array3;
 
@@ -20,7 +21,7 @@ use crate::tui::view_kind::ViewKind;
 use crate::tui::views::flash::settings::FlashControls;
 use crate::widgets::pooled::Pool;
 use crate::widgets::text::escape_controls;
-use crate::widgets::{ColorDepth, Glyphs};
+use crate::widgets::{ColorDepth, Glyphs, ValueScale};
 
 /// How the app looks and behaves, independent of the data.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,6 +258,92 @@ impl Default for Zoom {
     }
 }
 
+/// What views derive for drawing that costs too much to redo every frame at 1,024
+/// tokens (pooled maps, colour scales), kept until the pipeline or the source changes
+/// (`clear`, called by the app whenever it replaces them). Interior mutability because
+/// views draw from a shared `&Context`; entries are keyed by the address of what they
+/// were derived from, which is stable while the pipeline and the session live.
+#[derive(Default)]
+pub struct DrawCache {
+    matrices: Mutex<HashMap<(usize, usize, Pool), Arc<Matrix>>>,
+    maps: Mutex<HashMap<MapKey, Arc<Vec<Option<f64>>>>>,
+    scales: Mutex<HashMap<(usize, usize), ValueScale>>,
+}
+
+/// (session address, layer, head, entries per cell, pool).
+pub type MapKey = (usize, usize, usize, usize, Pool);
+
+/// Entries past which a cache starts again (a bound on memory across zoom levels).
+const CACHE_ENTRIES: usize = 4096;
+
+fn memo<K: std::hash::Hash + Eq, V: Clone>(
+    map: &Mutex<HashMap<K, V>>,
+    key: K,
+    make: impl FnOnce() -> V,
+) -> V {
+    let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = m.get(&key) {
+        return v.clone();
+    }
+    if m.len() >= CACHE_ENTRIES {
+        m.clear();
+    }
+    let v = make();
+    m.insert(key, v.clone());
+    v
+}
+
+impl DrawCache {
+    /// The pooled form of `m` at this zoom, made once.
+    pub fn matrix(
+        &self,
+        m: &Matrix,
+        per_cell: usize,
+        pool: Pool,
+        make: impl FnOnce() -> Matrix,
+    ) -> Arc<Matrix> {
+        let key = (m as *const Matrix as usize, per_cell, pool);
+        memo(&self.matrices, key, || Arc::new(make()))
+    }
+
+    /// A pooled attention map of a real model's head, made once.
+    pub fn map(
+        &self,
+        key: MapKey,
+        make: impl FnOnce() -> Vec<Option<f64>>,
+    ) -> Arc<Vec<Option<f64>>> {
+        memo(&self.maps, key, || Arc::new(make()))
+    }
+
+    /// A colour scale of the matrices starting at `first` (`count` of them), made once.
+    pub fn scale(
+        &self,
+        first: &Matrix,
+        count: usize,
+        make: impl FnOnce() -> ValueScale,
+    ) -> ValueScale {
+        memo(&self.scales, (first as *const Matrix as usize, count), make)
+    }
+
+    pub fn clear(&self) {
+        self.matrices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.maps.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.scales
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+impl std::fmt::Debug for DrawCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DrawCache")
+    }
+}
+
 /// Texts at least this long get the zoom keys (a real model's always do).
 pub const ZOOM_TOKENS: usize = 48;
 
@@ -312,6 +399,8 @@ pub struct Context {
     /// What the open view asked the app to do (taken by the app after `update`).
     pub request: Option<Request>,
     pub zoom: Zoom,
+    /// Derived drawing data (see [`DrawCache`]).
+    pub cache: DrawCache,
 }
 
 impl Context {

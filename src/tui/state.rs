@@ -190,6 +190,7 @@ impl State {
             views: ViewStore::default(),
             request: None,
             zoom: Default::default(),
+            cache: Default::default(),
         };
         let mut state = State {
             ctx,

@@ -395,6 +395,7 @@ pub(crate) fn rebuild(state: &mut State, source: Source) -> bool {
         Ok(pipeline) => {
             state.source = source;
             state.pipeline = pipeline;
+            state.cache.clear();
             state.clamp();
             let view = views::current(state);
             view.refresh(state);

@@ -4,7 +4,7 @@
 //! its maximum. The view says which, so a person knows what a colour stands for.
 
 /// How one screen cell summarises the block of entries it covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Pool {
     /// The block's mean: row sums of an attention map stay comparable.
     #[default]

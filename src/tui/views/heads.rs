@@ -31,7 +31,7 @@ fn head_matrices(state: &Context) -> Vec<&Matrix> {
 }
 
 /// Every head's matrix as drawn: pooled when the app is zoomed out.
-fn drawn(state: &Context) -> Vec<std::borrow::Cow<'_, Matrix>> {
+fn drawn(state: &Context) -> Vec<super::panel::Shown<'_>> {
     head_matrices(state)
         .into_iter()
         .map(|m| super::panel::at_zoom(state, m))
@@ -93,8 +93,13 @@ fn areas(state: &Context, area: Rect) -> Areas {
     }
 }
 
-fn shared_scale(mats: &[&Matrix]) -> ValueScale {
-    ValueScale::fit(mats.iter().flat_map(|m| m.data.iter().copied()))
+fn shared_scale(state: &Context, mats: &[&Matrix]) -> ValueScale {
+    let fit = || ValueScale::fit(mats.iter().flat_map(|m| m.data.iter().copied()));
+    match mats.first() {
+        // Pooled matrices are made once per zoom and live in the cache: key by them.
+        Some(first) => state.cache.scale(first, mats.len(), fit),
+        None => fit(),
+    }
 }
 
 fn title(state: &Context, h: usize) -> (String, Style) {
@@ -276,8 +281,8 @@ impl View for HeadsView {
         }
         let a = areas(state, area);
         let shown = drawn(state);
-        let shown: Vec<&Matrix> = shown.iter().map(|m| m.as_ref()).collect();
-        let scale = shared_scale(&shown);
+        let shown: Vec<&Matrix> = shown.iter().map(|m| &**m).collect();
+        let scale = shared_scale(state, &shown);
         let mask = &state.pipeline.mask;
         for (h, rect) in a.heads.iter().enumerate() {
             let masked = move |i: usize, j: usize| mask.is_masked(0, h, i, j);
@@ -301,9 +306,9 @@ impl View for HeadsView {
 
     fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let shown = drawn(state);
-        let mats: Vec<&Matrix> = shown.iter().map(|m| m.as_ref()).collect();
+        let mats: Vec<&Matrix> = shown.iter().map(|m| &**m).collect();
         let a = areas(state, area);
-        let scale = shared_scale(&mats);
+        let scale = shared_scale(state, &mats);
         let mask = &state.pipeline.mask;
         let zoomed = zoomed(state);
         for (h, rect) in a.heads.iter().enumerate() {

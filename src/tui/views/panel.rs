@@ -8,14 +8,14 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use std::borrow::Cow;
+use std::sync::Arc;
 
 use ndarray::Array2;
 
 use crate::engine::pipeline::Matrix;
 use crate::tui::context::{Context, Zoom};
 use crate::widgets::heatmap::MaskFn;
-use crate::widgets::pooled::{Viewport, pool};
+use crate::widgets::pooled::{Pool, Viewport, pool};
 use crate::widgets::{Heatmap, HeatmapGeometry, Legend, ValueScale, text};
 
 /// Widest cell wanted: a number of 6 characters and its gap.
@@ -122,31 +122,52 @@ pub fn label_width(m: &Matrix) -> usize {
 /// block of `per_cell` x `per_cell` entries summarised by its mean or maximum, with
 /// labels naming the positions a block covers and a name that says how. Other matrices
 /// (n x d) are never pooled.
-pub fn at_zoom<'m>(state: &Context, m: &'m Matrix) -> Cow<'m, Matrix> {
+pub fn at_zoom<'m>(state: &Context, m: &'m Matrix) -> Shown<'m> {
     let Zoom {
         per_cell: p,
         pool: how,
     } = state.zoom;
-    let (r, c) = m.data.dim();
-    let tokens = (state.pipeline.shape.n_q, state.pipeline.shape.n_k);
-    if p <= 1 || (r, c) != tokens || r.max(c) < 2 {
-        return Cow::Borrowed(m);
+    if !is_zoomed(state, m) {
+        return Shown::Full(m);
     }
+    Shown::Pooled(state.cache.matrix(m, p, how, || pooled(m, p, how)))
+}
+
+/// A matrix as a panel draws it: itself, or its pooled form.
+pub enum Shown<'m> {
+    Full(&'m Matrix),
+    Pooled(Arc<Matrix>),
+}
+
+impl std::ops::Deref for Shown<'_> {
+    type Target = Matrix;
+    fn deref(&self) -> &Matrix {
+        match self {
+            Shown::Full(m) => m,
+            Shown::Pooled(m) => m,
+        }
+    }
+}
+
+fn pooled(m: &Matrix, p: usize, how: Pool) -> Matrix {
+    let (r, c) = m.data.dim();
     let (pr, pc) = (r.div_ceil(p), c.div_ceil(p));
-    let data: Vec<f64> = m.data.iter().copied().collect();
+    let data = m.data.as_standard_layout();
     let vp = Viewport {
         row0: 0,
         col0: 0,
         per_cell: p,
     };
-    let cells = pool(&data, r, c, &vp, pr, pc, how);
-    let values = cells
+    let values = match data.as_slice() {
+        Some(d) => pool(d, r, c, &vp, pr, pc, how),
+        None => vec![None; pr * pc],
+    };
+    let values: Vec<f64> = values
         .into_iter()
         .map(|v| v.unwrap_or(f64::NEG_INFINITY))
         .collect();
-    let Ok(data) = Array2::from_shape_vec((pr, pc), values) else {
-        return Cow::Borrowed(m);
-    };
+    let data = Array2::from_shape_vec((pr, pc), values)
+        .unwrap_or_else(|_| Array2::from_elem((pr, pc), f64::NEG_INFINITY));
     let ranges = |n: usize, k: usize| -> Vec<String> {
         (0..k)
             .map(|b| {
@@ -159,18 +180,20 @@ pub fn at_zoom<'m>(state: &Context, m: &'m Matrix) -> Cow<'m, Matrix> {
             })
             .collect()
     };
-    Cow::Owned(Matrix::new(
+    Matrix::new(
         format!("{} · {} of {p}x{p}", m.name, how.name()),
         data,
         ranges(r, pr),
         ranges(c, pc),
-    ))
+    )
 }
 
-/// Is this matrix drawn pooled at the app's zoom (so the cursor and clicks go through
-/// [`zoomed_cell`] and [`full_cell`])?
+/// Is this matrix drawn pooled at the app's zoom (a token x token matrix, zoomed out)?
+/// The cursor and clicks then go through [`zoomed_cell`] and [`full_cell`].
 pub fn is_zoomed(state: &Context, m: &Matrix) -> bool {
-    matches!(at_zoom(state, m), Cow::Owned(_))
+    let (r, c) = m.data.dim();
+    let tokens = (state.pipeline.shape.n_q, state.pipeline.shape.n_k);
+    state.zoom.per_cell > 1 && (r, c) == tokens && r.max(c) >= 2
 }
 
 /// The screen cell of entry (row, col) when zoomed.

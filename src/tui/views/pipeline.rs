@@ -150,7 +150,7 @@ fn render_tabs(state: &Context, area: Rect, buf: &mut Buffer) {
 }
 
 /// The stage's matrix `i` as drawn: pooled when the app is zoomed out.
-fn drawn<'a>(state: &'a Context, i: usize) -> Option<std::borrow::Cow<'a, Matrix>> {
+fn drawn<'a>(state: &'a Context, i: usize) -> Option<panel::Shown<'a>> {
     let m = *state.panes().get(i)?;
     Some(panel::at_zoom(state, m))
 }

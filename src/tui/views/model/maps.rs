@@ -133,7 +133,10 @@ pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
             if rect.width < g.map_w {
                 break;
             }
-            let values = pool(s.head_weights(layer, h), n, n, &vp, g.cells, g.cells, how);
+            let key = (s as *const ModelSession as usize, layer, h, g.per_cell, how);
+            let values = ctx.cache.map(key, || {
+                pool(s.head_weights(layer, h), n, n, &vp, g.cells, g.cells, how)
+            });
             (&MiniMap {
                 values: &values,
                 rows: g.cells,
