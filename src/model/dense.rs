@@ -310,8 +310,8 @@ unsafe fn block<S: Simd, const R: usize, const NV: usize>(s: S, b: Block) {
         }
         for t in 0..b.valid {
             let dst = b.y.add(t * b.ldy);
-            for i in 0..R {
-                *dst.add(i) = tmp[i][t] + bias[i];
+            for (i, (row, &bi)) in tmp.iter().zip(&bias).enumerate() {
+                *dst.add(i) = row[t] + bi;
             }
         }
     }

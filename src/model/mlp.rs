@@ -7,7 +7,8 @@
 //! SiLU in a gated MLP (Llama's SwiGLU, d_ff values per token) runs vectorised on the
 //! kernel's SIMD tier: sigmoid from the kernel's 2^x at a non-positive argument,
 //! e = 2^(-|x| log2 e), sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) below, so no
-//! value overflows; relative error about 1e-6 against [`activate`] (tested).
+//! value overflows; relative error about 2e-6 against [`activate`] for |x| < 16, growing
+//! with |x| (the rounding of |x| log2 e) where silu(x) is below 1e-6 anyway (tested).
 
 use pulp::{Simd, WithSimd};
 
@@ -164,8 +165,11 @@ mod tests {
                     let g = gate[i] as f64;
                     let want = g / (1.0 + (-g).exp()) * up[i] as f64;
                     let err = (got[i] as f64 - want).abs();
+                    // Rounding |x| log2 e to f32 costs |x| 6e-8 in the exponent: the
+                    // relative error grows with |x| where silu(x) is already tiny.
+                    let rel = 2e-6 * (1.0 + g.abs() / 16.0);
                     assert!(
-                        err <= 2e-6 * want.abs() + 1e-30,
+                        err <= rel * want.abs() + 1e-30,
                         "{tier} n {n} at {i}: silu({g}) * {} = {} vs {want}",
                         up[i],
                         got[i]
