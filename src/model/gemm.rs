@@ -1,6 +1,6 @@
 //! Dense matrix products of the forward pass: y = x w^T (+ b) for x [m, k] and w [n, k],
 //! both row-major (w as `nn.Linear` stores it), with threads, on the project's own kernels
-//! in [`super::dense`]: a register-blocked product from two rows of x on (a forward over a
+//! in [`super::dense`] and [`super::gemv`]: a register-blocked product from two rows of x on (a forward over a
 //! text, a prefill, the display weights' Q K^T), a matrix-vector product for one row (a
 //! decode step).
 //!
@@ -12,6 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::dense::{self, Product};
+use crate::model::gemv;
 use crate::model::weights::Linear;
 
 /// y [m, n] = x [m, k] w^T (+ b), with w [n, k] and b [n]; `threads` >= 1 workers.
@@ -43,7 +44,7 @@ pub fn matmul_nt(
         )));
     }
     if m == 1 && k > 0 {
-        return dense::gemv(x, w, n, bias, y, threads);
+        return gemv::gemv(x, w, n, bias, y, threads);
     }
     let mut p = [Product { w, n, bias, y }];
     dense::products(x, m, k, &mut p, threads)
