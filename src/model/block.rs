@@ -9,15 +9,20 @@ use crate::engine::config::MaskKind;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::{Error, Result};
-use crate::kernel::{self, KernelOptions, thread_pool};
+use crate::kernel::exp::exp2_slice;
+use crate::kernel::{self, KernelOptions, Tier, thread_pool};
 use crate::model::cache::LayerCache;
 use crate::model::config::{ModelConfig, NormPlace, RopeStyle};
-use crate::model::gemm::{linear, matmul_nt};
+use crate::model::gemm::{linear, linears, matmul_nt};
 use crate::model::mlp::{MlpBuffers, mlp_forward};
 use crate::model::norm::norm_rows;
 use crate::model::rope::RopeTable;
 use crate::model::trace::LayerTrace;
 use crate::model::weights::LayerWeights;
+
+/// Below this many multiply-adds (q . k over every head, query and key) attention runs on
+/// the calling thread: about 20 microseconds of work.
+const SERIAL_ATTENTION_MACS: usize = 1 << 20;
 
 /// What every block of one pass shares.
 pub(crate) struct BlockCtx<'a> {
@@ -101,12 +106,13 @@ pub(crate) fn block_forward(
         buf.normed.copy_from_slice(x);
     }
 
-    buf.q_tok.resize(n * h * dh, 0.0);
-    buf.k_tok.resize(n * g * dh, 0.0);
-    buf.v_tok.resize(n * g * dh, 0.0);
-    linear(&buf.normed, n, &lw.wq, &mut buf.q_tok, t)?;
-    linear(&buf.normed, n, &lw.wk, &mut buf.k_tok, t)?;
-    linear(&buf.normed, n, &lw.wv, &mut buf.v_tok, t)?;
+    linears(
+        &buf.normed,
+        n,
+        &[&lw.wq, &lw.wk, &lw.wv],
+        &mut [&mut buf.q_tok, &mut buf.k_tok, &mut buf.v_tok],
+        t,
+    )?;
     split_heads(&buf.q_tok, n, h, dh, &mut buf.qh);
     split_heads(&buf.k_tok, n, g, dh, &mut buf.kh);
     split_heads(&buf.v_tok, n, g, dh, &mut buf.vh);
@@ -135,8 +141,19 @@ pub(crate) fn block_forward(
     }
 
     // Attention through the kernel; the display weights from the same q, k and its lse.
+    let n_k = match &keys {
+        Keys::Own { .. } => n,
+        Keys::Cache { len, .. } => len + n,
+    };
+    // A decode step's attention (one query row per head) is a few microseconds of work:
+    // waking the workers for it costs more than it saves.
+    let attn_threads = if n * n_k * h * dh < SERIAL_ATTENTION_MACS {
+        1
+    } else {
+        t
+    };
     let kopts = KernelOptions {
-        threads: Some(t),
+        threads: Some(attn_threads),
         ..KernelOptions::default()
     };
     let want_weights = lo.weights.is_some() || lo.trace.is_some();
@@ -381,6 +398,7 @@ fn display_weights(
     out.resize(cfg.heads * n_q * n_k, 0.0);
     let scale = spec.scale as f32;
     let mask = &spec.mask;
+    let tier = Tier::detect();
     let one_head = |(head, p): (usize, &mut [f32])| -> Result<()> {
         let kv = cfg.kv_head_for(head);
         let k = &keys.k[kv * keys.stride * dh..][..n_k * dh];
@@ -402,13 +420,15 @@ fn display_weights(
             }
             match mask.visible_keys(0, i) {
                 Some(vis) => {
-                    for (j, s) in row.iter_mut().enumerate() {
-                        *s = if vis.contains(&j) {
-                            (scale * *s - l).exp()
-                        } else {
-                            0.0
-                        };
+                    // Inside the band: 2^((scale s - lse) log2 e) on the kernel's tier.
+                    let (lo, hi) = (vis.start.min(n_k), vis.end.clamp(vis.start.min(n_k), n_k));
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    let band = &mut row[lo..hi];
+                    for s in band.iter_mut() {
+                        *s = (scale * *s - l) * std::f32::consts::LOG2_E;
                     }
+                    exp2_slice(tier, band);
                 }
                 None => {
                     for (j, s) in row.iter_mut().enumerate() {

@@ -1,19 +1,18 @@
 //! Dense matrix products of the forward pass: y = x w^T (+ b) for x [m, k] and w [n, k],
-//! both row-major (w as `nn.Linear` stores it), with threads.
+//! both row-major (w as `nn.Linear` stores it), with threads, on the project's own kernels
+//! in [`super::dense`] and [`super::gemv`]: a register-blocked product from two rows of x on (a forward over a
+//! text, a prefill, the display weights' Q K^T), a matrix-vector product for one row (a
+//! decode step).
 //!
-//! Built on the `gemm` crate rather than the kernel's own micro-kernels or
-//! `matrixmultiply`: the kernel's micro-kernels are shaped for one attention tile (a
-//! query block against a key block, d <= a few hundred) and have no packing of large
-//! operands, while a model's projections are [128, 576] x [576, 1536] and its LM head
-//! [128, 576] x [576, 49152]; `gemm` packs both operands into cache-sized panels, dispatches
-//! AVX-512 / AVX2+FMA / NEON micro-kernels at run time, and splits the work over rayon
-//! threads, which `matrixmultiply` does only with a global thread count and without
-//! AVX-512. Its m = 1 path (a decode step) is a threaded matrix-vector product.
-
-use gemm::Parallelism;
+//! Why not the `gemm` crate, which this module used before: on stable Rust it runs AVX2
+//! kernels on an AVX-512 CPU, it copies W into packed panels on every call (13% of a
+//! SmolLM2-135M forward, about as much again with its AVX-512 kernels enabled through its
+//! `x86-v4` feature), and its one-row path ignores the thread count. `matrixmultiply` has
+//! no AVX-512 kernels and one global thread count.
 
 use crate::error::{Error, Result};
-use crate::kernel::thread_pool;
+use crate::model::dense::{self, Product};
+use crate::model::gemv;
 use crate::model::weights::Linear;
 
 /// y [m, n] = x [m, k] w^T (+ b), with w [n, k] and b [n]; `threads` >= 1 workers.
@@ -44,54 +43,11 @@ pub fn matmul_nt(
             b.len()
         )));
     }
-    if m == 0 || n == 0 {
-        return Ok(());
+    if m == 1 && k > 0 {
+        return gemv::gemv(x, w, n, bias, y, threads);
     }
-    if k == 0 {
-        fill_bias(y, n, bias);
-        return Ok(());
-    }
-    let read_dst = bias.is_some();
-    if read_dst {
-        fill_bias(y, n, bias);
-    }
-    let mut run = |par: Parallelism| {
-        // SAFETY: the lengths were checked above: x is [m, k] (row stride k, column
-        // stride 1), w^T is read as [k, n] through w's [n, k] (row stride 1, column
-        // stride k), y is [m, n] (row stride n); the three do not overlap (y is a unique
-        // borrow). dst := 1 * dst + 1 * x w^T when a bias was written, else x w^T.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                y.as_mut_ptr(),
-                1,
-                n as isize,
-                read_dst,
-                x.as_ptr(),
-                1,
-                k as isize,
-                w.as_ptr(),
-                k as isize,
-                1,
-                1.0f32,
-                1.0f32,
-                false,
-                false,
-                false,
-                par,
-            )
-        }
-    };
-    if threads <= 1 {
-        run(Parallelism::None);
-    } else {
-        // `gemm` splits its work over the current rayon pool: run it in the kernel's
-        // pool of this many threads, not in rayon's global one (all cores).
-        thread_pool(threads)?.install(|| run(Parallelism::Rayon(threads)));
-    }
-    Ok(())
+    let mut p = [Product { w, n, bias, y }];
+    dense::products(x, m, k, &mut p, threads)
 }
 
 /// y [m, out] = x [m, in] w^T + b for one linear layer.
@@ -108,11 +64,45 @@ pub fn linear(x: &[f32], m: usize, lin: &Linear, y: &mut [f32], threads: usize) 
     )
 }
 
-fn fill_bias(y: &mut [f32], n: usize, bias: Option<&[f32]>) {
-    match bias {
-        Some(b) => y.chunks_mut(n).for_each(|row| row.copy_from_slice(b)),
-        None => y.fill(0.0),
+/// Several linear layers of the same x [m, in] (Q, K and V; gate and up) in one call:
+/// x is packed once and the threads share out the rows of all of them.
+pub fn linears(
+    x: &[f32],
+    m: usize,
+    layers: &[&Linear],
+    ys: &mut [&mut Vec<f32>],
+    threads: usize,
+) -> Result<()> {
+    if layers.len() != ys.len() {
+        return Err(Error::Internal(format!(
+            "{} linear layers but {} outputs",
+            layers.len(),
+            ys.len()
+        )));
     }
+    for (lin, y) in layers.iter().zip(ys.iter_mut()) {
+        y.resize(m * lin.out_dim, 0.0);
+    }
+    let Some(k) = layers.first().map(|l| l.in_dim) else {
+        return Ok(());
+    };
+    if m == 1 || layers.iter().any(|l| l.in_dim != k) {
+        for (lin, y) in layers.iter().zip(ys.iter_mut()) {
+            linear(x, m, lin, y, threads)?;
+        }
+        return Ok(());
+    }
+    let mut prods: Vec<Product> = layers
+        .iter()
+        .zip(ys.iter_mut())
+        .map(|(lin, y)| Product {
+            w: &lin.w,
+            n: lin.out_dim,
+            bias: lin.b.as_deref(),
+            y: y.as_mut_slice(),
+        })
+        .collect();
+    dense::products(x, m, k, &mut prods, threads)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! - [`hf`], [`hf_config`]: Hugging Face folders (config.json, safetensors);
 //! - [`tokenizer`]: the model's own tokenizer (tokenizer.json or GGUF metadata);
 //! - [`load`], [`find`]: a MODEL argument -> a loaded model; where models are found;
-//! - [`gemm`]: the dense products y = x w^T + b, threaded;
+//! - [`gemm`]: the dense products y = x w^T + b, threaded (many rows in `dense`, one in `gemv`);
 //! - [`forward`]: the f32 forward pass (blocks in `block`, norms in `norm`, RoPE in `rope`,
 //!   MLPs in `mlp`) with interventions, attention weights and a block's [`trace`];
 //! - [`predict`]: per-token loss and top next tokens from logits;
@@ -26,9 +26,11 @@ mod block;
 pub mod cache;
 pub mod config;
 pub mod decode_steps;
+mod dense;
 pub mod find;
 pub mod forward;
 pub mod gemm;
+mod gemv;
 pub mod generate;
 pub mod gguf;
 pub mod gguf_llama;
