@@ -5,7 +5,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::{Score, score};
+use super::lab::{Score, score};
 use crate::model::session::ModelSession;
 use crate::tui::context::Context;
 use crate::widgets::text;

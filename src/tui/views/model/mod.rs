@@ -16,8 +16,11 @@
 
 mod effects;
 mod grid;
+mod lab;
 mod maps;
 mod rollout;
+
+use lab::{ModelLab, Score, Show, lab, score, session_key, show};
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
@@ -25,7 +28,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use crate::model::scores::{HeadScores, head_scores};
+use crate::model::scores::head_scores;
 use crate::model::session::ModelSession;
 use crate::tui::action::Action;
 use crate::tui::component::{Hit, View};
@@ -78,97 +81,6 @@ static KEYS: &[Binding] = &[
         when: When::Always,
     },
 ];
-
-/// What the view shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Show {
-    #[default]
-    Maps,
-    Score(Score),
-    Rollout,
-}
-
-/// The head scores the grid can colour by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Score {
-    PrevToken,
-    FirstToken,
-    Duplicate,
-    Induction,
-    Entropy,
-}
-
-impl Score {
-    const ALL: [Score; 5] = [
-        Score::PrevToken,
-        Score::FirstToken,
-        Score::Duplicate,
-        Score::Induction,
-        Score::Entropy,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Score::PrevToken => "prev-token",
-            Score::FirstToken => "first-token",
-            Score::Duplicate => "duplicate",
-            Score::Induction => "induction",
-            Score::Entropy => "entropy",
-        }
-    }
-
-    pub fn of(self, s: &HeadScores) -> f64 {
-        match self {
-            Score::PrevToken => s.prev_token,
-            Score::FirstToken => s.first_token,
-            Score::Duplicate => s.duplicate,
-            Score::Induction => s.induction,
-            Score::Entropy => s.entropy,
-        }
-    }
-}
-
-impl Show {
-    fn next(self) -> Show {
-        match self {
-            Show::Maps => Show::Score(Score::ALL[0]),
-            Show::Score(s) => match Score::ALL.iter().position(|&x| x == s) {
-                Some(i) if i + 1 < Score::ALL.len() => Show::Score(Score::ALL[i + 1]),
-                _ => Show::Rollout,
-            },
-            Show::Rollout => Show::Maps,
-        }
-    }
-}
-
-/// What the view keeps: every head's scores for the session they were computed for.
-struct ModelLab {
-    /// The session (by address) the scores belong to.
-    session: usize,
-    /// scores[layer * heads + head].
-    scores: Vec<HeadScores>,
-    show: Show,
-    /// The rollout (n x n), once asked for, for this session.
-    rollout: Option<Vec<f64>>,
-}
-
-fn session_key(s: &ModelSession) -> usize {
-    s as *const ModelSession as usize
-}
-
-fn lab(ctx: &Context) -> Option<&ModelLab> {
-    ctx.views.get::<ModelLab>(ViewKind::Model)
-}
-
-fn show(ctx: &Context) -> Show {
-    lab(ctx).map_or(Show::Maps, |l| l.show)
-}
-
-/// Score of (layer, head), if computed.
-fn score(ctx: &Context, layer: usize, head: usize) -> Option<&HeadScores> {
-    let heads = ctx.source.session()?.config().heads;
-    lab(ctx)?.scores.get(layer * heads + head)
-}
 
 /// The parts of the view: the line naming the head, the main area, the predictions.
 fn areas(ctx: &Context, area: Rect) -> [Rect; 3] {

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""attnviz's FlashAttention backward and PyTorch's CPU flash backward side by side (not a test).
+
+Run from the repository, in a venv with PyTorch CPU (see ../shared/bench-anchors/README.md),
+after `cargo build --release`:
+
+    python benches/torch_backward.py [--n 1024,4096] [--threads 1,2] [--rounds 3]
+
+Shape B=1, H=8, d=64, fp32, as `attnviz bench`. For every case (N, causal, threads) the two
+run alternately, --rounds times, attnviz first in even rounds and PyTorch first in odd ones,
+so a slow moment of a shared machine falls on both. attnviz: `attnviz bench --backward`
+(its own median of 5 timed calls after a warm-up). PyTorch: the backward only of
+`scaled_dot_product_attention` with the flash backend (`torch.autograd.grad` of the saved
+graph), median of 5 after a warm-up. GFLOP/s counts 10*B*H*N^2*d, halved for causal.
+Prints the medians over rounds, the ratio PyTorch ms / attnviz ms (above 1: attnviz is
+faster) and the CPU model.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+B, H, D = 1, 8, 64
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def attnviz_ms(binary, n, causal, threads):
+    cmd = [binary, "bench", "--backward", "--n", str(n), "--threads", str(threads),
+           "--kernels", "flash", "--json"]
+    if causal:
+        cmd.append("--causal")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    recs = [r for r in json.loads(out) if r["kernel"] == "flash"]
+    return recs[0]["ms"]
+
+
+def torch_ms(n, causal, threads):
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(n + threads)
+    q, k, v = (torch.randn(B, H, n, D, generator=g, requires_grad=True) for _ in range(3))
+    do = torch.randn(B, H, n, D, generator=g)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        def step():
+            torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+
+        step()
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", default="1024,4096")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--binary", default=os.path.join(REPO, "target/release/attnviz"))
+    a = ap.parse_args()
+    ns = [int(x) for x in a.n.split(",")]
+    threads = [int(x) for x in a.threads.split(",")]
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs), torch {torch.__version__}, "
+          f"B={B} H={H} d={D} fp32, {a.rounds} rounds, medians")
+    print(f"{'N':>5} {'causal':>6} {'thr':>3} {'attnviz ms':>11} {'GFLOP/s':>8} "
+          f"{'PyTorch ms':>11} {'GFLOP/s':>8} {'PyTorch/attnviz':>16}")
+    for n in ns:
+        for causal in (False, True):
+            for t in threads:
+                av, pt = [], []
+                for r in range(a.rounds):
+                    if r % 2 == 0:
+                        av.append(attnviz_ms(a.binary, n, causal, t))
+                        pt.append(torch_ms(n, causal, t))
+                    else:
+                        pt.append(torch_ms(n, causal, t))
+                        av.append(attnviz_ms(a.binary, n, causal, t))
+                flops = 10.0 * B * H * n * n * D / (2.0 if causal else 1.0)
+                am, pm = statistics.median(av), statistics.median(pt)
+                print(f"{n:>5} {str(causal).lower():>6} {t:>3} {am:>11.2f} "
+                      f"{flops / am / 1e6:>8.1f} {pm:>11.2f} {flops / pm / 1e6:>8.1f} "
+                      f"{pm / am:>15.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
