@@ -64,7 +64,8 @@ fn a_scene_too_long_to_record_is_refused_naming_the_limit() {
 fn mutate(src: &str, kind: u8, a: usize, b: usize, byte: u8) -> String {
     let lines: Vec<&str> = src.lines().collect();
     let n = lines.len().max(1);
-    let (i, j) = (a % n, (a % n + b % 8).min(n));
+    // j stays within the lines there are (none, after an earlier cut of everything).
+    let (i, j) = (a % n, (a % n + b % 8).min(lines.len()));
     match kind % 5 {
         0 => [&lines[..i], &lines[j..]].concat().join("\n"),
         1 => [&lines[..j], &lines[i..]].concat().join("\n"),
