@@ -70,24 +70,27 @@ fn the_course_covers_every_topic_of_the_issue() {
 fn each_lesson_sets_up_the_model_its_topic_needs() {
     use attnviz::engine::config::{MaskKind, PeKind};
     let get = |n: &str| scene::builtin(n).unwrap();
-    assert_eq!(get("causal-mask").config.mask, MaskKind::Causal);
+    assert_eq!(get("causal-mask").toy().unwrap().mask, MaskKind::Causal);
     assert!(matches!(
-        get("padding-mask").config.mask,
+        get("padding-mask").toy().unwrap().mask,
         MaskKind::Padding(_)
     ));
     assert!(matches!(
-        get("sliding-window").config.mask,
+        get("sliding-window").toy().unwrap().mask,
         MaskKind::Window(_)
     ));
-    assert!(matches!(get("bigbird").config.mask, MaskKind::BigBird(_)));
-    assert_eq!(get("why-position").config.pe, PeKind::None);
-    assert!(matches!(get("rope").config.pe, PeKind::Rope { .. }));
-    assert_eq!(get("alibi").config.pe, PeKind::Alibi);
-    let gqa = get("gqa").config;
+    assert!(matches!(
+        get("bigbird").toy().unwrap().mask,
+        MaskKind::BigBird(_)
+    ));
+    assert_eq!(get("why-position").toy().unwrap().pe, PeKind::None);
+    assert!(matches!(get("rope").toy().unwrap().pe, PeKind::Rope { .. }));
+    assert_eq!(get("alibi").toy().unwrap().pe, PeKind::Alibi);
+    let gqa = get("gqa").toy().unwrap().clone();
     assert!(gqa.kv_heads < gqa.heads && gqa.kv_heads > 1);
-    assert!(get("multi-head").config.heads > 1);
+    assert!(get("multi-head").toy().unwrap().heads > 1);
     // The scaling lesson needs a head big enough for the variance to matter.
-    let sd = get("scaled-dot").config;
+    let sd = get("scaled-dot").toy().unwrap().clone();
     assert!(sd.d_model / sd.heads >= 64);
 }
 
@@ -199,7 +202,7 @@ fn figures_in_the_narration_follow_from_their_formulas() {
     assert!(text.contains("about 131 thousand") && text.contains("13.1 万"));
 
     // sqrt(d_k) for the scaled-dot lesson's head.
-    let sd = scene::builtin("scaled-dot").unwrap().config;
+    let sd = scene::builtin("scaled-dot").unwrap().toy().unwrap().clone();
     let d_k = sd.d_model / sd.heads;
     assert!(narration("scaled-dot").contains(&format!("d_k = {d_k}")));
     assert!(narration("scaled-dot").contains(&format!("sqrt(d_k) = {}", (d_k as f64).sqrt())));

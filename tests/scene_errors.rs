@@ -43,7 +43,7 @@ fixture!(missing_field, "missing-field");
 fn the_valid_fixture_is_valid() {
     let scene = attnviz::scene::load_file(Path::new(&format!("{DIR}/valid.toml"))).unwrap();
     assert_eq!(scene.steps.len(), 2);
-    assert_eq!(scene.config.tokens.len(), 6);
+    assert_eq!(scene.toy().unwrap().tokens.len(), 6);
     assert_eq!(scene.steps[0].highlight, vec![(1, 2)]);
     assert_eq!(scene.steps[1].tiles, vec![(0, 1), (2, 2)]);
     assert_eq!(scene.steps[0].dwell_ms, 3000);

@@ -214,7 +214,7 @@ fn a_storm_of_random_actions_keeps_the_state_sound() {
     const DRAW_EVERY: usize = 97;
     let scene = attnviz::scene::load("intro").unwrap();
     let opts = AppOptions::headless(Lang::En, None, false, "soak");
-    let mut s = State::for_model(scene.config.clone(), opts)
+    let mut s = State::for_model(scene.toy().unwrap().clone(), opts)
         .unwrap()
         .with_script(attnviz::tui::script::lesson(&scene, Lang::En), false, 1.0);
     let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);

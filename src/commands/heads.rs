@@ -4,20 +4,16 @@
 
 use std::fmt::Write as _;
 
-use rand::{RngExt, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::model_input::{input_ids, to_json};
 use crate::cli::{HeadSort, HeadsArgs};
 use crate::error::{Error, Result};
 use crate::model::forward::{ForwardOptions, LogitRows, forward};
+use crate::model::load;
 use crate::model::load::LoadedModel;
+use crate::model::probe::{REPEAT_T, repeated_random};
 use crate::model::scores::{HeadScores, head_scores};
-use crate::model::{ModelTokenizer, load};
-
-/// Length T of the random half of the default sequence.
-pub const REPEAT_T: usize = 50;
 
 #[derive(Debug, Clone, Serialize)]
 struct HeadJson {
@@ -28,40 +24,11 @@ struct HeadJson {
     scores: HeadScores,
 }
 
-/// The default probe: the model's BOS if its tokenizer adds one, then `REPEAT_T` random
-/// non-special ids from ChaCha8(`seed`), then the same ids again.
-pub fn repeated_random(tok: &ModelTokenizer, vocab: usize, seed: u64) -> Result<Vec<u32>> {
-    let vocab = vocab.min(tok.vocab_size());
-    let candidates = (0..vocab as u32).filter(|&i| !tok.is_special(i)).count();
-    if candidates == 0 {
-        return Err(Error::usage(
-            "the model's vocabulary has no ordinary tokens to draw a random sequence from; give --text or --ids",
-        ));
-    }
-    let mut ids = Vec::with_capacity(2 * REPEAT_T + 1);
-    if let Some(bos) = tok.bos_id()
-        && tok.encode("")?.first() == Some(&bos)
-    {
-        ids.push(bos);
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut half = Vec::with_capacity(REPEAT_T);
-    while half.len() < REPEAT_T {
-        let id = rng.random_range(0..vocab as u32);
-        if !tok.is_special(id) {
-            half.push(id);
-        }
-    }
-    ids.extend_from_slice(&half);
-    ids.extend_from_slice(&half);
-    Ok(ids)
-}
-
 fn probe(m: &LoadedModel, args: &HeadsArgs) -> Result<Vec<u32>> {
     if args.text.is_some() || args.ids.is_some() {
         input_ids(m, args.text.as_deref(), args.ids.as_deref())
     } else {
-        repeated_random(&m.tokenizer, m.config.vocab, args.seed)
+        repeated_random(&m.tokenizer, m.config.vocab, REPEAT_T, args.seed)
     }
 }
 

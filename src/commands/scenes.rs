@@ -18,6 +18,8 @@ struct Listing<'a> {
     seconds: f64,
     view: &'a str,
     default: bool,
+    /// The trained model a `[pretrained]` lesson runs (null: a seeded model).
+    model: Option<&'a str>,
 }
 
 #[derive(serde::Serialize)]
@@ -49,6 +51,7 @@ fn json(scenes: &[Scene]) -> Result<String> {
             seconds: s.duration_ms() as f64 / 1000.0,
             view: s.view.name(),
             default: s.name == DEFAULT_SCENE,
+            model: s.pretrained().map(|p| p.model.as_str()),
         })
         .collect();
     let mut s = serde_json::to_string_pretty(&listing)
@@ -78,7 +81,13 @@ fn table(scenes: &[Scene]) -> String {
     );
     for s in scenes {
         let pad = en_w - s.title.en.width();
-        let star = if s.name == DEFAULT_SCENE { " *" } else { "" };
+        let star = if s.name == DEFAULT_SCENE {
+            " *"
+        } else if s.pretrained().is_some() {
+            " +"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
             "{:<name_w$}  {:>5}  {:>5.0}  {}{}  {}{star}",
@@ -92,7 +101,7 @@ fn table(scenes: &[Scene]) -> String {
     }
     let _ = writeln!(
         out,
-        "\n* the default scene. Play one: attnviz play NAME [--lang zh]"
+        "\n* the default scene; + runs on a trained model (attnviz models lists those found). Play one: attnviz play NAME [--lang zh]"
     );
     out
 }

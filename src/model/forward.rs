@@ -27,7 +27,7 @@ pub enum LogitRows {
 
 /// Options of one forward pass; `Default` is the model as it is, all threads, attention
 /// weights kept, all logits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ForwardOptions {
     /// Worker threads (GEMMs and the attention kernel); all cores if None.
     pub threads: Option<usize>,
@@ -44,6 +44,16 @@ pub struct ForwardOptions {
     /// Keep every stage of this block (from 0) in [`ForwardOutput::layer_trace`].
     pub trace_layer: Option<usize>,
     pub logits: LogitRows,
+}
+
+impl ForwardOptions {
+    /// The same interventions (ablation, mask, RoPE base, positions) as `other`.
+    pub fn same_interventions(&self, other: &ForwardOptions) -> bool {
+        self.ablate == other.ablate
+            && self.mask == other.mask
+            && self.rope_base == other.rope_base
+            && self.no_pe == other.no_pe
+    }
 }
 
 impl Default for ForwardOptions {

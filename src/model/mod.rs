@@ -16,6 +16,7 @@
 //! - [`cache`]: the KV cache of a decoding session;
 //! - [`generate`]: prefill, then token by token over the cache; greedy or seeded sampling;
 //! - [`decode_steps`]: greedy decoding kept step by step for the app's decode view;
+//! - [`probe`]: the repeated random sequence that shows induction heads;
 //! - [`scores`]: what a head does, measured: head scores and attention rollout;
 //! - [`session`]: one text through one model, kept for the app.
 //!
@@ -41,6 +42,7 @@ mod mlp;
 mod norm;
 pub mod positions;
 pub mod predict;
+pub mod probe;
 pub mod quant;
 mod rope;
 pub mod scores;

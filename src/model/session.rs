@@ -34,6 +34,8 @@ pub struct Baseline {
     pub top_next: Vec<TopToken>,
     pub token_loss: Vec<f64>,
     pub loss: Option<f64>,
+    /// The options of that run.
+    pub options: ForwardOptions,
 }
 
 /// One forward pass of a model over a text, with what the views read.
@@ -117,6 +119,7 @@ impl ModelSession {
                 top_next: self.top_next.clone(),
                 token_loss: self.token_loss.clone(),
                 loss: self.loss(),
+                options: self.options.clone(),
             })
         });
         let mut s = ModelSession {
@@ -135,12 +138,14 @@ impl ModelSession {
             baseline: None,
         };
         s.run()?;
-        let plain = s.options.ablate.is_empty()
-            && s.options.mask.is_none()
-            && s.options.rope_base.is_none()
-            && !s.options.no_pe;
+        let plain = s.options.same_interventions(&baseline.options);
         s.baseline = (!plain).then_some(baseline);
         Ok(s)
+    }
+
+    /// The options of the run this session is compared with: its own if it is that run.
+    pub fn base_options(&self) -> &ForwardOptions {
+        self.baseline.as_ref().map_or(&self.options, |b| &b.options)
     }
 
     /// Run the forward pass again with the current options (after an intervention).

@@ -41,11 +41,13 @@ impl Headless {
     pub fn new(scene: &Scene, opts: &HeadlessOptions, autoplay: bool) -> Result<Headless> {
         let title = scene.title.get(opts.lang).to_string();
         let app = AppOptions::headless(opts.lang, opts.theme, opts.ascii, title);
-        let mut state = State::for_model(scene.config.clone(), app)?.with_script(
+        let mut state = crate::tui::lesson::lesson_state(
+            scene,
             crate::tui::script::lesson(scene, opts.lang),
+            app,
             autoplay,
             opts.speed,
-        );
+        )?;
         let TermSize { cols, rows } = opts.size;
         update(&mut state, Action::Resize { cols, rows });
         let terminal = Terminal::new(TestBackend::new(cols, rows))

@@ -75,11 +75,7 @@ pub fn play(args: &PlayArgs) -> Result<()> {
                 speed: args.speed,
                 autoplay: true,
             };
-            crate::tui::run_script(
-                scene.config.clone(),
-                crate::tui::script::lesson(&scene, args.lang),
-                opts,
-            )
+            crate::tui::run_script(&scene, crate::tui::script::lesson(&scene, args.lang), opts)
         }
     }
 }

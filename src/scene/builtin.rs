@@ -35,6 +35,12 @@ scenes![
     "sliding-window",
     "bigbird",
     "linear-attention",
+    // On trained models (`[pretrained]`): they need the model files to play.
+    "attention-sinks",
+    "induction-real",
+    "gqa-real",
+    "rope-real",
+    "bert-attention",
 ];
 
 /// The names of the built-in scenes, in course order.

@@ -2,8 +2,9 @@
 //! flash view's block sizes and its steps.
 
 use super::script::ScriptStep;
-use super::view::SceneView;
+use super::view::{ModelShow, SceneView};
 use crate::cli::Lang;
+use crate::engine::config::MaskKind;
 use crate::engine::pipeline::{ModelConfig, StageId};
 
 /// A text in both languages of the app.
@@ -29,12 +30,58 @@ pub struct FlashBlocks {
     pub bc: usize,
 }
 
+/// What a lesson on a trained model runs: the model, as the command line names it, and
+/// the tokens it reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pretrained {
+    /// A MODEL argument: a name `attnviz models` lists, or a path.
+    pub model: String,
+    pub input: PretrainedInput,
+    /// Pad the sequence with the tokenizer's padding token to this many tokens, masking
+    /// the padding keys.
+    pub pad_to: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PretrainedInput {
+    /// A text, tokenized by the model's own tokenizer.
+    Text(String),
+    /// `t` random tokens then the same `t` again, from `seed` (`attnviz heads`' probe).
+    Repeat { t: usize, seed: u64 },
+}
+
+/// The model a lesson runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SceneModel {
+    /// A small model with seeded random weights (`[model]`).
+    Toy(ModelConfig),
+    /// A trained model (`[pretrained]`).
+    Pretrained(Pretrained),
+}
+
+/// Interventions on a trained model's forward pass (`intervene` in a step). Fields left
+/// out keep the model (and the lesson's padding mask) as they are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Intervention {
+    /// (layer, head), from 0.
+    pub ablate: Vec<(usize, usize)>,
+    pub mask: Option<MaskKind>,
+    pub rope_base: Option<f64>,
+    pub no_pe: bool,
+}
+
 /// One checked step of a lesson. `None` fields leave what the app shows unchanged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub view: Option<SceneView>,
     pub stage: Option<StageId>,
     pub head: Option<usize>,
+    /// A trained model's layer, from 0.
+    pub layer: Option<usize>,
+    /// What the model view shows.
+    pub show: Option<ModelShow>,
+    /// Interventions in force from this step on.
+    pub intervene: Option<Intervention>,
     pub highlight: Vec<(usize, usize)>,
     pub tiles: Vec<(usize, usize)>,
     pub narration: Localized,
@@ -50,7 +97,7 @@ pub struct Scene {
     /// Where it came from, as errors name it: `scenes/NAME.toml` or the user's path.
     pub source: String,
     pub title: Localized,
-    pub config: ModelConfig,
+    pub model: SceneModel,
     /// The view the scene opens in.
     pub view: SceneView,
     pub flash: FlashBlocks,
@@ -69,6 +116,9 @@ impl Scene {
                 view: s.view,
                 stage: s.stage,
                 head: s.head,
+                layer: s.layer,
+                show: s.show,
+                intervene: s.intervene.clone(),
                 highlight: s.highlight.clone(),
                 tiles: s.tiles.clone(),
                 narration: s.narration.get(lang).to_string(),
@@ -78,8 +128,31 @@ impl Scene {
             .collect();
         if let Some(first) = steps.first_mut() {
             first.view.get_or_insert(self.view);
+            // Replaying from the first step must also undo a later step's layer, display
+            // and interventions.
+            if self.pretrained().is_some() {
+                first.layer.get_or_insert(0);
+                first.show.get_or_insert(ModelShow::Maps);
+                first.intervene.get_or_insert_with(Intervention::default);
+            }
         }
         steps
+    }
+
+    /// The seeded model of a lesson on the mechanics; `None` for a trained model's.
+    pub fn toy(&self) -> Option<&ModelConfig> {
+        match &self.model {
+            SceneModel::Toy(c) => Some(c),
+            SceneModel::Pretrained(_) => None,
+        }
+    }
+
+    /// The trained model a lesson runs on, if it runs on one.
+    pub fn pretrained(&self) -> Option<&Pretrained> {
+        match &self.model {
+            SceneModel::Pretrained(p) => Some(p),
+            SceneModel::Toy(_) => None,
+        }
     }
 
     /// Total time at speed 1, in milliseconds.

@@ -19,9 +19,11 @@ pub mod validate;
 pub mod view;
 
 pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
-pub use lesson::{FlashBlocks, Localized, Scene, Step};
+pub use lesson::{
+    FlashBlocks, Intervention, Localized, Pretrained, PretrainedInput, Scene, SceneModel, Step,
+};
 pub use load::{load, load_file};
 pub use problem::{Problem, SceneError};
 pub use script::ScriptStep;
 pub use validate::parse;
-pub use view::SceneView;
+pub use view::{ModelShow, SceneView};

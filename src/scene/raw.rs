@@ -21,7 +21,10 @@ pub struct RawScene {
     pub title: Spanned<RawText>,
     /// The view the scene opens in.
     pub view: Option<Spanned<String>>,
-    pub model: Spanned<RawModel>,
+    /// A small seeded model (every lesson but those on trained models).
+    pub model: Option<Spanned<RawModel>>,
+    /// A trained model the lesson runs (instead of `[model]`).
+    pub pretrained: Option<Spanned<RawPretrained>>,
     /// Block sizes of the flash view's tile grid.
     pub flash: Option<Spanned<RawFlash>>,
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
@@ -54,6 +57,39 @@ pub struct RawModel {
     pub scale: Option<Spanned<bool>>,
 }
 
+/// A trained model and what it reads.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPretrained {
+    /// A MODEL as the command line takes it: a name `attnviz models` lists, or a path.
+    pub model: Spanned<String>,
+    /// The text the model reads, tokenized by its own tokenizer.
+    pub text: Option<Spanned<String>>,
+    /// Instead of `text`: T random tokens, then the same T again (`heads`' probe).
+    pub repeat: Option<Spanned<i64>>,
+    /// Seed of the random tokens of `repeat` (default 0).
+    pub seed: Option<Spanned<i64>>,
+    /// Append the tokenizer's padding token until the sequence has this many tokens, and
+    /// mask the padding keys as a batch's attention mask does.
+    pub pad_to: Option<Spanned<i64>>,
+}
+
+/// Interventions on a trained model's forward pass, in force from the step that sets them;
+/// an empty table brings the model back as it is.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIntervene {
+    /// Heads `[layer, head]` (from 0) whose outputs are zeroed before W_O.
+    #[serde(default)]
+    pub ablate: Vec<Spanned<Vec<Spanned<i64>>>>,
+    /// Replaces the model's mask: `none`, `causal`, `window:W`.
+    pub mask: Option<Spanned<String>>,
+    /// Replaces the model's RoPE base.
+    pub rope_base: Option<Spanned<f64>>,
+    /// Drops position information (RoPE not applied, learned positions not added).
+    pub no_pe: Option<Spanned<bool>>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFlash {
@@ -70,6 +106,13 @@ pub struct RawStep {
     pub view: Option<Spanned<String>>,
     pub stage: Option<Spanned<String>>,
     pub head: Option<Spanned<i64>>,
+    /// A trained model's layer, from 0.
+    pub layer: Option<Spanned<i64>>,
+    /// What the model view shows: `maps`, a head score (`prev-token`, `first-token`,
+    /// `duplicate`, `induction`, `entropy`) or `rollout`.
+    pub show: Option<Spanned<String>>,
+    /// Interventions on a trained model, from this step on.
+    pub intervene: Option<Spanned<RawIntervene>>,
     /// Cells `[row, col]` of the main matrix.
     #[serde(default)]
     pub highlight: Vec<Spanned<Vec<Spanned<i64>>>>,

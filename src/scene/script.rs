@@ -1,7 +1,8 @@
 //! A scene's steps for one language: what a lesson shows at each step, in the scene's
 //! own terms. The app turns these into its own playback steps.
 
-use super::view::SceneView;
+use super::lesson::Intervention;
+use super::view::{ModelShow, SceneView};
 use crate::engine::pipeline::StageId;
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -12,6 +13,12 @@ pub struct ScriptStep {
     pub stage: Option<StageId>,
     /// Select this query head, from 0 (None: stay).
     pub head: Option<usize>,
+    /// Select this layer of a trained model, from 0 (None: stay).
+    pub layer: Option<usize>,
+    /// What the model view shows (None: stay).
+    pub show: Option<ModelShow>,
+    /// Interventions on a trained model from this step on (None: keep the current ones).
+    pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) of the flash view to highlight.

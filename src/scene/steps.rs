@@ -6,9 +6,9 @@ use toml::Spanned;
 use super::names::{stage_from_name, stage_name};
 use super::raw::RawStep;
 use super::validate::{Checker, Current, DEFAULT_DWELL_S, MAX_DWELL_S, Model, Shape, Shown};
-use super::view::SceneView;
-use super::{FlashBlocks, Step};
-use crate::engine::config::PeKind;
+use super::view::{ModelShow, SceneView};
+use super::{FlashBlocks, Intervention, Step};
+use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{Pipeline, StageId};
 
 impl Checker<'_, '_> {
@@ -75,9 +75,28 @@ impl Checker<'_, '_> {
                     }
                 }
             }
+            // A trained model's heads are counted when it is loaded (at play time).
+            (Some(h), None) if model.pretrained => match usize::try_from(*h.get_ref()) {
+                Ok(x) => {
+                    current.head = x;
+                    Some(x)
+                }
+                Err(_) => {
+                    self.p.on(
+                        h,
+                        field("head"),
+                        "must be a whole number >= 0 (heads count from 0)",
+                    );
+                    ok = false;
+                    None
+                }
+            },
             (Some(_), None) => None,
             (None, _) => None,
         };
+        let trained = self.trained_keys(i, s, model.pretrained);
+        ok &= trained.is_some();
+        let (layer, show, intervene) = trained.unwrap_or_default();
         let narration = self.text(&s.narration, &field("narration"));
         let dwell_ms = match &s.dwell {
             Some(d) => {
@@ -141,6 +160,16 @@ impl Checker<'_, '_> {
             highlight.push((r, c));
         }
 
+        if model.pretrained
+            && let Some(first) = s.tiles.first()
+        {
+            self.p.on(
+                first,
+                field("tiles"),
+                "tiles are for lessons on a seeded [model]; a trained model's lesson has no flash grid",
+            );
+            ok = false;
+        }
         let mut tiles = Vec::new();
         for (j, tile) in s.tiles.iter().enumerate() {
             let f = format!("steps[{i}].tiles[{j}]");
@@ -190,12 +219,122 @@ impl Checker<'_, '_> {
             view,
             stage,
             head,
+            layer,
+            show,
+            intervene,
             highlight,
             tiles,
             narration: narration?,
             dwell_ms: dwell_ms?,
             marker,
         })
+    }
+
+    /// The keys only a lesson on a trained model has: `layer`, `show` and `intervene`.
+    /// `None` when one is wrong (reported).
+    #[allow(clippy::type_complexity)]
+    fn trained_keys(
+        &mut self,
+        i: usize,
+        s: &RawStep,
+        pretrained: bool,
+    ) -> Option<(Option<usize>, Option<ModelShow>, Option<Intervention>)> {
+        let field = |name: &str| format!("steps[{i}].{name}");
+        let mut ok = true;
+        if !pretrained {
+            let spans = [
+                s.layer.as_ref().map(|v| (v.span(), "layer")),
+                s.show.as_ref().map(|v| (v.span(), "show")),
+                s.intervene.as_ref().map(|v| (v.span(), "intervene")),
+            ];
+            for (span, name) in spans.into_iter().flatten() {
+                self.p.at(
+                    span,
+                    field(name),
+                    format!("`{name}` is for lessons on a trained model ([pretrained]); this scene runs a seeded [model]"),
+                );
+                ok = false;
+            }
+            return ok.then_some((None, None, None));
+        }
+        let layer = match &s.layer {
+            Some(l) => match usize::try_from(*l.get_ref()) {
+                Ok(x) => Some(x),
+                Err(_) => {
+                    self.p.on(
+                        l,
+                        field("layer"),
+                        "must be a whole number >= 0 (layers count from 0)",
+                    );
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let show = match &s.show {
+            Some(v) => match v.get_ref().parse::<ModelShow>() {
+                Ok(x) => Some(x),
+                Err(msg) => {
+                    self.p.on(v, field("show"), msg);
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let intervene = match &s.intervene {
+            Some(iv) => {
+                let r = iv.get_ref();
+                let mut out = Intervention::default();
+                for (j, h) in r.ablate.iter().enumerate() {
+                    match self.pair(
+                        h,
+                        &format!("steps[{i}].intervene.ablate[{j}]"),
+                        "[layer, head]",
+                    ) {
+                        Some(x) => out.ablate.push(x),
+                        None => ok = false,
+                    }
+                }
+                if let Some(m) = &r.mask {
+                    match m.get_ref().parse::<MaskKind>() {
+                        Ok(k @ (MaskKind::None | MaskKind::Causal | MaskKind::Window(_))) => {
+                            out.mask = Some(k)
+                        }
+                        Ok(_) => {
+                            self.p.on(
+                                m,
+                                field("intervene.mask"),
+                                "a trained model's mask can be replaced by none, causal or window:W (padding comes from [pretrained] pad_to)",
+                            );
+                            ok = false;
+                        }
+                        Err(msg) => {
+                            self.p.on(m, field("intervene.mask"), msg);
+                            ok = false;
+                        }
+                    }
+                }
+                if let Some(b) = &r.rope_base {
+                    let base = *b.get_ref();
+                    if base.is_finite() && base > 1.0 {
+                        out.rope_base = Some(base);
+                    } else {
+                        self.p.on(
+                            b,
+                            field("intervene.rope_base"),
+                            format!("{base} is not a RoPE base; give a number above 1, e.g. 10000"),
+                        );
+                        ok = false;
+                    }
+                }
+                out.no_pe = r.no_pe.as_ref().is_some_and(|v| *v.get_ref());
+                Some(out)
+            }
+            None => None,
+        };
+        ok.then_some((layer, show, intervene))
     }
 
     /// Two whole numbers >= 0, e.g. a cell `[row, col]`.

@@ -9,9 +9,9 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::problem::{Problem, Problems, SceneError, from_toml, line_column};
-use super::raw::{RawModel, RawScene, RawText};
+use super::raw::{RawModel, RawPretrained, RawScene, RawText};
 use super::view::SceneView;
-use super::{FlashBlocks, Localized, Scene, Step};
+use super::{FlashBlocks, Localized, Pretrained, PretrainedInput, Scene, SceneModel, Step};
 use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{ModelConfig, Pipeline, StageId};
 
@@ -30,6 +30,11 @@ pub const MAX_DURATION_MS: u64 = 6 * 60 * 60 * 1000;
 pub const DEFAULT_DWELL_S: f64 = 4.0;
 /// The flash view's block size when a scene does not set one.
 pub const DEFAULT_FLASH_BLOCK: usize = 2;
+/// Longest random half (`repeat`) of a trained model's lesson: twice this plus a BOS
+/// still fits the model view's maps.
+pub const MAX_REPEAT: usize = 64;
+/// Most tokens `pad_to` may ask for.
+pub const MAX_PAD_TO: usize = 64;
 
 /// Parse and check a scene's source. `file` is how errors name it.
 pub fn parse(name: &str, file: &str, src: &str) -> Result<Scene, SceneError> {
@@ -112,6 +117,8 @@ pub(super) struct Model<'a> {
     pub(super) shape: Option<&'a Shape>,
     /// Built when the whole model is valid.
     pub(super) pipeline: Option<&'a Pipeline>,
+    /// The lesson runs on a trained model: its sizes are known only when it is loaded.
+    pub(super) pretrained: bool,
 }
 
 /// The stage the app shows, as far as the steps so far tell.
@@ -135,15 +142,38 @@ pub(super) struct Current {
 impl Checker<'_, '_> {
     fn scene(&mut self, name: &str, file: &str, raw: RawScene) -> Option<Scene> {
         let title = self.text(&raw.title, "title");
-        let (config, shape) = self.model(&raw.model);
-        // The engine's own pipeline gives the true shape of every stage's matrices.
-        let pipeline = config.as_ref().and_then(|c| match Pipeline::build(c) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                self.p.on(&raw.model, "model", e.to_string());
-                None
+        let (model, shape, pipeline) = match (&raw.model, &raw.pretrained) {
+            (Some(m), None) => {
+                let (config, shape) = self.model(m);
+                // The engine's own pipeline gives the true shape of every stage's matrices.
+                let pipeline = config.as_ref().and_then(|c| match Pipeline::build(c) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.p.on(m, "model", e.to_string());
+                        None
+                    }
+                });
+                (config.map(SceneModel::Toy), shape, pipeline)
             }
-        });
+            (None, Some(p)) => (self.pretrained(p).map(SceneModel::Pretrained), None, None),
+            (Some(_), Some(p)) => {
+                self.p.on(
+                    p,
+                    "pretrained",
+                    "a scene runs either a seeded [model] or a trained [pretrained] model, not both; remove one",
+                );
+                (None, None, None)
+            }
+            (None, None) => {
+                self.p.at(
+                    0..0,
+                    "model",
+                    "missing: a scene needs a [model] table (a small seeded model) or a [pretrained] table (a trained model)",
+                );
+                (None, None, None)
+            }
+        };
+        let is_pretrained = raw.pretrained.is_some() && raw.model.is_none();
         let view = match &raw.view {
             Some(v) => self.view(v, "view"),
             None => Some(SceneView::Pipeline),
@@ -170,6 +200,7 @@ impl Checker<'_, '_> {
                 let model = Model {
                     shape: shape.as_ref(),
                     pipeline: pipeline.as_ref(),
+                    pretrained: is_pretrained,
                 };
                 self.step(i, s, model, flash, &mut current)
             })
@@ -192,7 +223,7 @@ impl Checker<'_, '_> {
             name: name.to_string(),
             source: file.to_string(),
             title: title?,
-            config: config?,
+            model: model?,
             view: view?,
             flash: flash?,
             steps: steps.into_iter().collect::<Option<Vec<_>>>()?,
@@ -223,7 +254,7 @@ impl Checker<'_, '_> {
     }
 
     /// A whole number within `range`, or a problem saying what would be right.
-    fn count(
+    pub(super) fn count(
         &mut self,
         v: &Spanned<i64>,
         field: &str,
@@ -361,6 +392,83 @@ impl Checker<'_, '_> {
             })
         })();
         (config, shape)
+    }
+
+    /// `[pretrained]`: the model's name and its input. Whether the model exists is known
+    /// only at play time (it may be fetched later); its sizes are checked then.
+    fn pretrained(&mut self, raw: &Spanned<RawPretrained>) -> Option<Pretrained> {
+        let p = raw.get_ref();
+        let model = p.model.get_ref().trim();
+        if model.is_empty() {
+            self.p.on(
+                &p.model,
+                "pretrained.model",
+                "is empty; name a model as `attnviz models` lists it (e.g. SmolLM2-135M-Instruct.Q4_1) or give a path",
+            );
+        }
+        let seed = match &p.seed {
+            Some(s) => Some(
+                u64::try_from(*s.get_ref())
+                    .map_err(|_| {
+                        self.p
+                            .on(s, "pretrained.seed", "must be a whole number >= 0")
+                    })
+                    .ok()?,
+            ),
+            None => None,
+        };
+        let input = match (&p.text, &p.repeat) {
+            (Some(t), None) => {
+                if seed.is_some() {
+                    self.p.on(
+                        p.seed.as_ref().expect("seed is set"),
+                        "pretrained.seed",
+                        "seeds the random tokens of `repeat`; a `text` needs none: remove it",
+                    );
+                }
+                if t.get_ref().trim().is_empty() {
+                    self.p.on(
+                        t,
+                        "pretrained.text",
+                        "is empty; write the text the model reads",
+                    );
+                    None
+                } else {
+                    Some(PretrainedInput::Text(t.get_ref().clone()))
+                }
+            }
+            (None, Some(r)) => self.count(r, "pretrained.repeat", 1..=MAX_REPEAT).map(|t| {
+                PretrainedInput::Repeat {
+                    t,
+                    seed: seed.unwrap_or(0),
+                }
+            }),
+            (Some(t), Some(_)) => {
+                self.p.on(
+                    t,
+                    "pretrained.text",
+                    "give either `text` or `repeat` (random tokens repeated), not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.p.on(
+                    raw,
+                    "pretrained",
+                    "needs the model's input: `text = \"...\"` or `repeat = T` (T random tokens, then the same T again)",
+                );
+                None
+            }
+        };
+        let pad_to = match &p.pad_to {
+            Some(v) => Some(self.count(v, "pretrained.pad_to", 2..=MAX_PAD_TO)?),
+            None => None,
+        };
+        Some(Pretrained {
+            model: (!model.is_empty()).then(|| model.to_string())?,
+            input: input?,
+            pad_to,
+        })
     }
 
     fn mask(&mut self, s: &Spanned<String>, n: usize) -> Option<MaskKind> {

@@ -75,3 +75,58 @@ impl FromStr for SceneView {
             })
     }
 }
+
+/// What the model view shows on a trained model (`show` in a step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelShow {
+    /// Every layer x head as a small attention map.
+    Maps,
+    PrevToken,
+    FirstToken,
+    Duplicate,
+    Induction,
+    Entropy,
+    /// Attention rollout through every layer.
+    Rollout,
+}
+
+impl ModelShow {
+    pub const ALL: [ModelShow; 7] = [
+        ModelShow::Maps,
+        ModelShow::PrevToken,
+        ModelShow::FirstToken,
+        ModelShow::Duplicate,
+        ModelShow::Induction,
+        ModelShow::Entropy,
+        ModelShow::Rollout,
+    ];
+
+    /// The name scene files write (`show = "induction"`), as `heads --sort` names scores.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelShow::Maps => "maps",
+            ModelShow::PrevToken => "prev-token",
+            ModelShow::FirstToken => "first-token",
+            ModelShow::Duplicate => "duplicate",
+            ModelShow::Induction => "induction",
+            ModelShow::Entropy => "entropy",
+            ModelShow::Rollout => "rollout",
+        }
+    }
+}
+
+impl FromStr for ModelShow {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ModelShow::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = ModelShow::ALL.iter().map(|v| v.name()).collect();
+                format!(
+                    "unknown display '{s}'; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}

@@ -37,6 +37,9 @@ pub struct AppOptions {
     /// The kernel's SIMD tier, shown in the header; None in recordings and snapshots,
     /// which must be the same on every machine.
     pub simd: Option<&'static str>,
+    /// Show wall-clock timings (how long a decode step took); off in recordings and
+    /// snapshots, which must be the same bytes on every run.
+    pub timings: bool,
 }
 
 impl AppOptions {
@@ -56,6 +59,7 @@ impl AppOptions {
             mouse: !no_mouse,
             title: escape_controls(&title.into()).into_owned(),
             simd: Some(crate::kernel::Tier::detect().name()),
+            timings: true,
         }
     }
 
@@ -75,6 +79,7 @@ impl AppOptions {
             mouse: false,
             title: escape_controls(&title.into()).into_owned(),
             simd: None,
+            timings: false,
         }
     }
 }

@@ -58,6 +58,7 @@ pub mod frame_bench;
 pub mod keymap;
 pub mod keys;
 pub mod layout;
+pub mod lesson;
 pub mod measure;
 pub mod narration;
 pub mod render;
@@ -82,6 +83,7 @@ use crate::cli::{TuiArgs, ViewArgs};
 use crate::engine::pipeline::ModelConfig;
 use crate::engine::tensors;
 use crate::error::{Error, Result};
+use crate::scene::Scene;
 
 /// True if the command line changes the scene's model (then its script, written for
 /// the scene's own model, is not played).
@@ -141,7 +143,13 @@ pub fn run(args: &TuiArgs) -> Result<()> {
     let title = format!("{}: {}", scene.name, scene.title.get(args.lang));
     let options = AppOptions::interactive(args.lang, args.theme, args.ascii, args.no_mouse, title);
     if overrides_model(args) {
-        let config = config_with_overrides(scene.config.clone(), args)?;
+        let Some(config) = scene.toy() else {
+            return Err(Error::usage(format!(
+                "scene '{}' runs on a trained model: --tokens, --heads, --pe and the other model flags are for lessons on a seeded model",
+                scene.name
+            )));
+        };
+        let config = config_with_overrides(config.clone(), args)?;
         terminal::ensure_terminal()?;
         return app::run(State::for_model(config, options)?);
     }
@@ -153,11 +161,7 @@ pub fn run(args: &TuiArgs) -> Result<()> {
         speed: 1.0,
         autoplay: false,
     };
-    run_script(
-        scene.config.clone(),
-        script::lesson(&scene, args.lang),
-        opts,
-    )
+    run_script(&scene, script::lesson(&scene, args.lang), opts)
 }
 
 /// The sentence the app runs a real model on when `--tokens` is not given: a repeat, so
@@ -212,9 +216,11 @@ pub struct ScriptOptions {
 
 /// Play a lesson script in the terminal: autoplay with pause (Space), step (n / N),
 /// speed (] / [), and everything else the app offers.
-pub fn run_script(config: ModelConfig, steps: Vec<ScriptStep>, opts: ScriptOptions) -> Result<()> {
+pub fn run_script(scene: &Scene, steps: Vec<ScriptStep>, opts: ScriptOptions) -> Result<()> {
+    // Load (a trained model can take a second) before the terminal changes mode, so an
+    // error is printed on a normal terminal.
+    let state = lesson::lesson_state(scene, steps, opts.app, opts.autoplay, opts.speed)?;
     terminal::ensure_terminal()?;
-    let state = State::for_model(config, opts.app)?.with_script(steps, opts.autoplay, opts.speed);
     app::run(state)
 }
 

@@ -5,7 +5,7 @@
 
 use crate::cli::Lang;
 use crate::engine::pipeline::StageId;
-use crate::scene::{self, Scene};
+use crate::scene::{self, Intervention, ModelShow, Scene};
 use crate::tui::view_kind::ViewKind;
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -16,6 +16,12 @@ pub struct ScriptStep {
     pub stage: Option<StageId>,
     /// Select this query head, from 0 (None: stay).
     pub head: Option<usize>,
+    /// Select this layer of a trained model, from 0 (None: stay).
+    pub layer: Option<usize>,
+    /// What the model view shows (None: stay).
+    pub show: Option<ModelShow>,
+    /// Interventions on a trained model from this step on (None: keep the current ones).
+    pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) of the flash view to highlight.
@@ -34,6 +40,9 @@ impl From<scene::ScriptStep> for ScriptStep {
             view: s.view,
             stage: s.stage,
             head: s.head,
+            layer: s.layer,
+            show: s.show,
+            intervene: s.intervene,
             highlight: s.highlight,
             tiles: s.tiles,
             narration: s.narration,

@@ -6,6 +6,7 @@
 use crate::engine::config::{BIGBIRD_DEFAULT, MaskKind, PeKind, ROPE_BASE};
 use crate::engine::limits;
 use crate::engine::pipeline::{ModelConfig, StageId};
+use crate::model::forward::ForwardOptions;
 use crate::tui::action::{Action, EditAction};
 use crate::tui::component::{Hit, View};
 use crate::tui::context::Request;
@@ -145,7 +146,7 @@ fn to_view<'v>(state: &mut State, view: impl Into<Option<&'v dyn View>>, action:
 fn handle_request(state: &mut State, request: Request) {
     match request {
         Request::Ablate { heads, toggle } => {
-            let Source::Real { session, layer } = &state.source else {
+            let Some(session) = state.source.session() else {
                 return;
             };
             let mut options = session.options.clone();
@@ -160,25 +161,13 @@ fn handle_request(state: &mut State, request: Request) {
             } else {
                 options.ablate = heads;
             }
-            let layer = *layer;
-            match session.intervened(options) {
-                Ok(new) => {
-                    let loss = new.loss();
-                    let n = new.options.ablate.len();
-                    let source = Source::Real {
-                        session: std::sync::Arc::new(new),
-                        layer,
-                    };
-                    // The cursor stays on the head it was on.
-                    let cursor = state.cursor;
-                    if rebuild(state, source) {
-                        state.cursor = cursor;
-                        state.clamp();
-                        let loss = loss.map_or(String::new(), |l| format!("; loss {l:.3}"));
-                        state.set_status(StatusKind::Info, format!("{n} head(s) ablated{loss}"));
-                    }
-                }
-                Err(e) => state.set_status(StatusKind::Error, e.to_string()),
+            if rerun(state, options) {
+                let session = state.source.session().expect("a real model");
+                let n = session.options.ablate.len();
+                let loss = session
+                    .loss()
+                    .map_or(String::new(), |l| format!("; loss {l:.3}"));
+                state.set_status(StatusKind::Info, format!("{n} head(s) ablated{loss}"));
             }
         }
         Request::OpenHead { layer, head, view } => {
@@ -212,6 +201,77 @@ fn handle_request(state: &mut State, request: Request) {
                 StatusKind::Info,
                 format!("layer {} of {layers}, head {}", layer + 1, head + 1),
             );
+        }
+    }
+}
+
+/// Run the real model again with other interventions (same text, same layer); the
+/// cursor stays where it was. False (with the error on the status line) if it failed.
+fn rerun(state: &mut State, options: ForwardOptions) -> bool {
+    let Source::Real { session, layer } = &state.source else {
+        return false;
+    };
+    if session.options == options {
+        return true;
+    }
+    let layer = *layer;
+    match session.intervened(options) {
+        Ok(new) => {
+            let source = Source::Real {
+                session: std::sync::Arc::new(new),
+                layer,
+            };
+            let cursor = state.cursor;
+            let ok = rebuild(state, source);
+            if ok {
+                state.cursor = cursor;
+                state.clamp();
+            }
+            ok
+        }
+        Err(e) => {
+            state.set_status(StatusKind::Error, e.to_string());
+            false
+        }
+    }
+}
+
+/// A lesson step's layer and interventions on a real model; the problems go to the
+/// step's warning.
+fn apply_model_step(state: &mut State, step: &ScriptStep, problems: &mut Vec<String>) {
+    let Source::Real { session, layer } = &state.source else {
+        if step.layer.is_some() || step.intervene.is_some() {
+            problems.push("a layer or interventions, which only a trained model has".into());
+        }
+        return;
+    };
+    let (session, now) = (session.clone(), *layer);
+    if let Some(iv) = &step.intervene {
+        // A mask the lesson set up (padding) stays unless the step replaces it.
+        let base = session.base_options().mask.clone();
+        let options = ForwardOptions {
+            ablate: iv.ablate.clone(),
+            mask: iv.mask.clone().or(base),
+            rope_base: iv.rope_base,
+            no_pe: iv.no_pe,
+            ..session.options.clone()
+        };
+        if !rerun(state, options) {
+            problems.push("interventions the model could not run".into());
+        }
+    }
+    if let Some(l) = step.layer
+        && l != now
+    {
+        let layers = session.config().layers;
+        if l >= layers {
+            problems.push(format!(
+                "layer index {l} (layers are indexed 0..={})",
+                layers - 1
+            ));
+        } else if let Source::Real { session, .. } = &state.source {
+            let session = session.clone();
+            rebuild(state, Source::Real { session, layer: l });
         }
     }
 }
@@ -775,6 +835,7 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
             problems.push(format!("view {kind} is not in this build"));
         }
     }
+    apply_model_step(state, step, &mut problems);
     if let Some(id) = step.stage {
         state.stage = id;
     }
@@ -797,6 +858,9 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     state.narration = (!step.narration.is_empty()).then(|| step.narration.clone());
     let view = views::current(state);
     view.refresh(state);
+    if let Some(show) = step.show {
+        views::model::show_in_lesson(state, show);
+    }
     state.clamp();
     if !problems.is_empty() {
         state.set_status(
@@ -819,7 +883,15 @@ fn goto_step(state: &mut State, k: usize) {
     p.elapsed_ms = 0.0;
     // A step says only what changes, so step k shows what steps 0..=k built up: replay
     // them in order (jumping back from step 5 to step 2 must not keep step 5's stage).
-    let steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
+    let mut steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
+    // A trained model runs again for each change of interventions: apply only the ones
+    // in force at step k, and at its first step, rather than each on the way.
+    if let Some(iv) = steps.iter().rev().find_map(|s| s.intervene.clone()) {
+        for s in &mut steps {
+            s.intervene = None;
+        }
+        steps[0].intervene = Some(iv);
+    }
     for step in &steps {
         apply_step(state, step);
     }

@@ -11,7 +11,7 @@ mod decode;
 pub mod flash;
 mod heads;
 mod inspector;
-mod model;
+pub mod model;
 pub(crate) mod panel;
 mod pipeline;
 mod position;

@@ -59,7 +59,9 @@ pub fn ensure(state: &mut Context) {
         return;
     }
     let decoding = Decoding::run(session, APP_NEW_TOKENS).map_err(|e| e.to_string());
-    if let Ok(d) = &decoding {
+    if let Ok(d) = &decoding
+        && state.options.timings
+    {
         let ms: f64 = d.steps.iter().map(|s| s.ms).sum();
         let text = format!(
             "decoded {} token{} after the text in {:.0} ms",
@@ -162,9 +164,13 @@ fn render_decoding(state: &Context, d: &Decoding, area: Rect, buf: &mut Buffer) 
         Span::styled(format!("'{}'", show(&step.text)), th.field_value),
         Span::styled(
             format!(
-                " (greedy: the most likely{prob}{})  {:.1} ms",
+                " (greedy: the most likely{prob}{}){}",
                 if step.stop { "; end of text" } else { "" },
-                step.ms
+                if state.options.timings {
+                    format!("  {:.1} ms", step.ms)
+                } else {
+                    String::new()
+                }
             ),
             th.dim,
         ),

@@ -84,12 +84,7 @@ pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
         Some(b) => {
             let before = b.loss.unwrap_or(f64::NAN);
             let delta = loss - before;
-            let ablated: Vec<String> = s
-                .options
-                .ablate
-                .iter()
-                .map(|&(l, h)| head_name(l, h))
-                .collect();
+            let changes = interventions(s);
             let delta_style = if delta > 0.0 { t.error } else { t.good };
             line(
                 0,
@@ -97,10 +92,7 @@ pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
                     Span::styled("loss ", t.field_name),
                     Span::styled(format!("{before:.3} -> {loss:.3} "), t.field_value),
                     Span::styled(format!("({delta:+.3})"), delta_style),
-                    Span::styled(
-                        format!("  ablated: {}  (D: restore)", ablated.join(", ")),
-                        t.dim,
-                    ),
+                    Span::styled(format!("  {}  (D: restore)", changes.join(" · ")), t.dim),
                 ],
                 buf,
             );
@@ -172,4 +164,28 @@ fn strip(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
         buf.set_stringn(x, area.y, &shown, w as usize, style);
         x += w + 1;
     }
+}
+
+/// What this run changed against the one it is compared with, in words.
+fn interventions(s: &ModelSession) -> Vec<String> {
+    let (now, base) = (&s.options, s.base_options());
+    let mut out = Vec::new();
+    if !now.ablate.is_empty() {
+        let heads: Vec<String> = now.ablate.iter().map(|&(l, h)| head_name(l, h)).collect();
+        out.push(format!("ablated: {}", heads.join(", ")));
+    }
+    if now.mask != base.mask {
+        let mask = now
+            .mask
+            .as_ref()
+            .map_or("the model's own".to_string(), |m| m.to_string());
+        out.push(format!("mask {mask}"));
+    }
+    if let Some(b) = now.rope_base {
+        out.push(format!("RoPE base {b}"));
+    }
+    if now.no_pe {
+        out.push("no position information".into());
+    }
+    out
 }

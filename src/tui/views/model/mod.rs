@@ -30,6 +30,7 @@ use ratatui::widgets::Widget;
 
 use crate::model::scores::head_scores;
 use crate::model::session::ModelSession;
+use crate::scene::ModelShow;
 use crate::tui::action::Action;
 use crate::tui::component::{Hit, View};
 use crate::tui::context::{Context, Request};
@@ -37,6 +38,37 @@ use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
 
 pub struct ModelView;
+
+/// A lesson step's `show`: what the model view shows from then on (its kept data made
+/// first if the view has not been open yet).
+pub fn show_in_lesson(ctx: &mut Context, show: ModelShow) {
+    let show = match show {
+        ModelShow::Maps => Show::Maps,
+        ModelShow::PrevToken => Show::Score(Score::PrevToken),
+        ModelShow::FirstToken => Show::Score(Score::FirstToken),
+        ModelShow::Duplicate => Show::Score(Score::Duplicate),
+        ModelShow::Induction => Show::Score(Score::Induction),
+        ModelShow::Entropy => Show::Score(Score::Entropy),
+        ModelShow::Rollout => Show::Rollout,
+    };
+    if ctx.source.session().is_none() {
+        return;
+    }
+    if lab(ctx).is_none() {
+        let cursor = ctx.cursor;
+        ModelView.refresh(ctx);
+        ctx.cursor = cursor;
+    }
+    let rollout = (show == Show::Rollout && lab(ctx).is_some_and(|l| l.rollout.is_none()))
+        .then(|| ctx.source.session().and_then(rollout::compute))
+        .flatten();
+    if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
+        l.show = show;
+        if rollout.is_some() {
+            l.rollout = rollout;
+        }
+    }
+}
 
 const CMD_OPEN: u8 = 0;
 const CMD_SHOW: u8 = 1;
