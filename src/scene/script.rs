@@ -1,6 +1,7 @@
 //! A scene's steps for one language: what a lesson shows at each step, in the scene's
 //! own terms. The app turns these into its own playback steps.
 
+use super::variant::Variant;
 use super::view::SceneView;
 use crate::engine::pipeline::StageId;
 
@@ -16,6 +17,8 @@ pub struct ScriptStep {
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) of the flash view to highlight.
     pub tiles: Vec<(usize, usize)>,
+    /// Show this panel of the variants view (None: stay).
+    pub variant: Option<Variant>,
     /// The narration line, in the chosen language.
     pub narration: String,
     /// How long the step stays on screen at speed 1, in milliseconds.
