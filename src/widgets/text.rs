@@ -92,23 +92,34 @@ pub fn wrap(s: &str, w: usize) -> Vec<String> {
 
 fn wrap_para(para: &str, w: usize, lines: &mut Vec<String>) {
     let mut line = String::new();
-    // Width of `line` without its trailing spaces, and with them.
-    let (mut used, mut used_spaced) = (0, 0);
+    // Width of `line`, its trailing spaces included.
+    let mut used_spaced = 0;
     for piece in pieces(para) {
         let body = piece.trim_end_matches(' ');
         let bw = width(body);
         if used_spaced > 0 && used_spaced + bw > w {
             lines.push(line.trim_end_matches(' ').to_string());
             line.clear();
-            used = 0;
+            used_spaced = 0;
         }
         if bw > w {
             // Longer than a line on its own: split it between characters.
+            let mut used = used_spaced;
             for ch in body.chars() {
                 let cw = ch.width().unwrap_or(0);
                 if used + cw > w && used > 0 {
+                    // Closing punctuation takes the character before it along.
+                    let carry = if is_closing_punctuation(ch) && line.chars().count() > 1 {
+                        line.pop()
+                    } else {
+                        None
+                    };
                     lines.push(std::mem::take(&mut line));
                     used = 0;
+                    if let Some(c) = carry {
+                        line.push(c);
+                        used = c.width().unwrap_or(0);
+                    }
                 }
                 line.push(ch);
                 used += cw;
@@ -116,8 +127,7 @@ fn wrap_para(para: &str, w: usize, lines: &mut Vec<String>) {
             used_spaced = used;
         } else {
             line.push_str(body);
-            used += bw;
-            used_spaced = used;
+            used_spaced += bw;
         }
         if body.len() < piece.len() {
             // The spaces after a piece count only if something follows on the line.
