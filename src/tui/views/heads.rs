@@ -159,11 +159,11 @@ fn panel<'a>(
 
 /// The cursor cell, its axes named by what they are: query and key for the scores and
 /// weights, token and dimension for the vectors (q, k, v slices and outputs).
-fn cell_caption(stage: StageId, r: usize, c: usize, row: &str, col: &str) -> String {
+fn cell_axes(stage: StageId, c: usize, row: &str, col: &str) -> String {
     if stage.has_key_columns() {
-        format!("cell [{r},{c}] query '{row}' -> key '{col}'")
+        format!("query '{row}' -> key '{col}'")
     } else {
-        format!("cell [{r},{c}] token '{row}', dim {c}")
+        format!("token '{row}', dim {c}")
     }
 }
 
@@ -214,7 +214,11 @@ fn render_side(state: &Context, mats: &[&Matrix], area: Rect, buf: &mut Buffer) 
         })
         .unwrap_or_default();
     line(
-        vec![Span::styled(cell_caption(state.stage, r, c, &q, &k), t.panel_title)],
+        vec![Span::styled(format!("cell [{r},{c}]"), t.panel_title)],
+        buf,
+    );
+    line(
+        vec![Span::styled(cell_axes(state.stage, c, &q, &k), t.panel_title)],
         buf,
     );
     let items: Vec<(String, f64, Style)> = mats
