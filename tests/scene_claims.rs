@@ -248,7 +248,13 @@ mod screens {
         let mut s = State::for_model(scene.config.clone(), app)
             .unwrap()
             .with_script(script::lesson(scene, Lang::En), false, 1.0);
-        update(&mut s, Action::Resize { cols: 120, rows: 40 });
+        update(
+            &mut s,
+            Action::Resize {
+                cols: 120,
+                rows: 40,
+            },
+        );
         update(&mut s, Action::GotoStep(k - 1));
         s
     }
@@ -284,7 +290,10 @@ mod screens {
             assert_eq!(s.view, ViewKind::Variants, "step {k}");
             assert_eq!(mode(&s), VariantMode::Linear, "step {k}");
             let t = screen(&sc, k, Lang::En, 120, 40);
-            assert!(t.contains("linear attention: linear attention"), "step {k}:\n{t}");
+            assert!(
+                t.contains("linear attention: linear attention"),
+                "step {k}:\n{t}"
+            );
         }
     }
 
@@ -292,7 +301,10 @@ mod screens {
     fn bigbird_step_4_shows_the_bigbird_pattern() {
         let sc = builtin("bigbird");
         let s = at(&sc, 4);
-        assert_eq!((s.view, mode(&s)), (ViewKind::Variants, VariantMode::BigBird));
+        assert_eq!(
+            (s.view, mode(&s)),
+            (ViewKind::Variants, VariantMode::BigBird)
+        );
         assert!(screen(&sc, 4, Lang::En, 120, 40).contains("BigBird pattern"));
         // "every row but the global ones has a constant number of keys": the global
         // row sees all keys, the others fewer, and the same count where the band is whole.
@@ -344,7 +356,10 @@ mod screens {
         let src = "version = 1\n[title]\nen = \"t\"\nzh = \"t\"\n[model]\ntokens = \"the cat sat on the mat\"\nd_model = 16\nheads = 4\n[[steps]]\nview = \"heads\"\nstage = \"split_heads\"\nhighlight = [[1, 0]]\nnarration.en = \"x\"\nnarration.zh = \"x\"\n";
         let sc = scene::parse("t", "t.toml", src).unwrap();
         let t = screen(&sc, 1, Lang::En, 120, 40);
-        assert!(t.contains("cell [1,0]") && t.contains("token 'cat', dim 0"), "{t}");
+        assert!(
+            t.contains("cell [1,0]") && t.contains("token 'cat', dim 0"),
+            "{t}"
+        );
         assert!(!t.contains("-> '0'"), "{t}");
     }
 
@@ -420,7 +435,10 @@ fn alibi_header_states_the_rule_the_engine_uses_for_any_head_count() {
         c.d_model = 4 * heads;
         let p = Pipeline::build(&c).unwrap();
         let f = &p.stage(StageId::Alibi).unwrap().formula;
-        assert!(f.contains(&attnviz::attn::alibi::alibi_slope_rule(heads)), "{f}");
+        assert!(
+            f.contains(&attnviz::attn::alibi::alibi_slope_rule(heads)),
+            "{f}"
+        );
         assert_eq!(f.contains("not a power of two"), heads == 6, "{f}");
     }
 }
@@ -444,9 +462,17 @@ fn scaled_dot_raw_scores_spread_enough_to_saturate() {
     let s = spread(&matrix(&scaled, StageId::Scores, 0));
     let widest = s.iter().copied().fold(0.0, f64::max);
     assert!((9.0..11.0).contains(&widest), "{s:?}");
-    assert!(spread(&matrix(&scaled, StageId::Scale, 0)).iter().all(|&x| x < 1.0));
+    assert!(
+        spread(&matrix(&scaled, StageId::Scale, 0))
+            .iter()
+            .all(|&x| x < 1.0)
+    );
     // Unscaled, most of a row's weight lands on one key; scaled, every row stays spread.
-    let raw_max = raw.row_stats(0).iter().map(|r| r.max_weight).fold(0.0, f64::max);
+    let raw_max = raw
+        .row_stats(0)
+        .iter()
+        .map(|r| r.max_weight)
+        .fold(0.0, f64::max);
     assert!(raw_max > 0.8, "{raw_max}");
     assert!(scaled.row_stats(0).iter().all(|r| r.max_weight < 0.3));
 }

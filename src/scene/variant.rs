@@ -59,6 +59,9 @@ mod tests {
             assert_eq!(v.name().parse::<Variant>(), Ok(v));
         }
         let err = "sliding".parse::<Variant>().unwrap_err();
-        assert!(err.contains("expected one of window, bigbird, linear"), "{err}");
+        assert!(
+            err.contains("expected one of window, bigbird, linear"),
+            "{err}"
+        );
     }
 }

@@ -82,7 +82,11 @@ pub fn wrap(s: &str, w: usize) -> Vec<String> {
         let indent = indent.min(w.saturating_sub(1) / 2);
         let pad = " ".repeat(indent);
         let first = lines.len();
-        wrap_para(para.trim_start_matches(' '), w.saturating_sub(indent).max(1), &mut lines);
+        wrap_para(
+            para.trim_start_matches(' '),
+            w.saturating_sub(indent).max(1),
+            &mut lines,
+        );
         for l in &mut lines[first..] {
             l.insert_str(0, &pad);
         }
@@ -228,7 +232,11 @@ mod tests {
         assert_eq!(zh[0], "每个词都");
         // Closing quotes and brackets stay with what they close.
         let q = wrap("查询“cat”对键（key）的分数", 6);
-        assert!(q.iter().all(|l| !l.starts_with('”') && !l.starts_with('）')), "{q:?}");
+        assert!(
+            q.iter()
+                .all(|l| !l.starts_with('”') && !l.starts_with('）')),
+            "{q:?}"
+        );
         assert_eq!(q.concat(), "查询“cat”对键（key）的分数");
     }
 

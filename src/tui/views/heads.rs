@@ -218,7 +218,10 @@ fn render_side(state: &Context, mats: &[&Matrix], area: Rect, buf: &mut Buffer) 
         buf,
     );
     line(
-        vec![Span::styled(cell_axes(state.stage, c, &q, &k), t.panel_title)],
+        vec![Span::styled(
+            cell_axes(state.stage, c, &q, &k),
+            t.panel_title,
+        )],
         buf,
     );
     let items: Vec<(String, f64, Style)> = mats

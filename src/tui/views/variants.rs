@@ -22,10 +22,10 @@ use super::panel::{MAX_CELL, MatrixPanel};
 use crate::engine::config::{BIGBIRD_DEFAULT, BigBird, MaskKind};
 use crate::engine::memory::group_digits;
 use crate::engine::pipeline::{Matrix, Pipeline};
-use crate::scene::Variant;
 use crate::engine::variants::{
     self, BigBirdPattern, CellKind, LinearVsSoftmax, SlidingWindow, TileCounts,
 };
+use crate::scene::Variant;
 use crate::tui::action::Action;
 use crate::tui::component::View;
 use crate::tui::context::{Context, StatusKind};
