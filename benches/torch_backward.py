@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """attnviz's FlashAttention backward and PyTorch's CPU flash backward side by side (not a test).
 
-Run from the repository, in a venv with PyTorch CPU (see ../shared/bench-anchors/README.md),
+Run from the repository, in a venv with PyTorch CPU (python3 -m venv, then pip install torch),
 after `cargo build --release`:
 
     python benches/torch_backward.py [--n 1024,4096] [--threads 1,2] [--rounds 3]

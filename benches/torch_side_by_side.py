@@ -2,7 +2,7 @@
 """attnviz and PyTorch side by side on SmolLM2-135M, in one run, alternating (not a test).
 
 Run from the repository, in the venv that has PyTorch CPU and transformers (see
-benches/torch_models.py and ../shared/bench-anchors/README.md), after
+benches/torch_models.py), after
 tests/data/models/fetch.sh:
 
     python benches/torch_side_by_side.py [--models DIR] [--threads 1,2] [--runs 9]

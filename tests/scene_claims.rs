@@ -234,3 +234,304 @@ fn bigbird_keeps_the_band_and_the_global_token() {
     let kept = w.iter().filter(|&&x| x > 0.0).count();
     assert!(kept < n * n / 2, "{kept} of {}", n * n);
 }
+
+// ---- what each step shows, as the app plays it ------------------------------------
+
+mod screens {
+    use attnviz::cli::{Lang, TermSize};
+    use attnviz::engine::pipeline::StageId;
+    use attnviz::record::still::text;
+    use attnviz::record::{HeadlessOptions, still};
+    use attnviz::scene::{self, Scene};
+    use attnviz::tui::views::flash::{self, current_tile};
+    use attnviz::tui::views::{VariantMode, VariantsLab};
+    use attnviz::tui::{Action, AppOptions, State, ViewKind, script, update};
+
+    /// The app at step `k` (from 1) of `scene`, as a person sees it after jumping there.
+    fn at(scene: &Scene, k: usize) -> State {
+        let app = AppOptions::headless(Lang::En, None, false, "claims");
+        let mut s = State::for_model(scene.toy().unwrap().clone(), app)
+            .unwrap()
+            .with_script(script::lesson(scene, Lang::En), false, 1.0);
+        update(
+            &mut s,
+            Action::Resize {
+                cols: 120,
+                rows: 40,
+            },
+        );
+        update(&mut s, Action::GotoStep(k - 1));
+        s
+    }
+
+    fn builtin(name: &str) -> Scene {
+        scene::builtin(name).unwrap()
+    }
+
+    fn screen(scene: &Scene, k: usize, lang: Lang, cols: u16, rows: u16) -> String {
+        let opts = HeadlessOptions {
+            lang,
+            size: TermSize { cols, rows },
+            speed: 1.0,
+            theme: None,
+            ascii: false,
+        };
+        text(&still(scene, &opts, k).unwrap())
+    }
+
+    fn mode(s: &State) -> VariantMode {
+        s.views
+            .get::<VariantsLab>(ViewKind::Variants)
+            .expect("the variants view has its lab")
+            .settings
+            .mode
+    }
+
+    #[test]
+    fn linear_attention_steps_show_the_linear_panel() {
+        let sc = builtin("linear-attention");
+        for k in 2..=5 {
+            let s = at(&sc, k);
+            assert_eq!(s.view, ViewKind::Variants, "step {k}");
+            assert_eq!(mode(&s), VariantMode::Linear, "step {k}");
+            let t = screen(&sc, k, Lang::En, 120, 40);
+            assert!(
+                t.contains("linear attention: linear attention"),
+                "step {k}:\n{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn bigbird_step_4_shows_the_bigbird_pattern() {
+        let sc = builtin("bigbird");
+        let s = at(&sc, 4);
+        assert_eq!(
+            (s.view, mode(&s)),
+            (ViewKind::Variants, VariantMode::BigBird)
+        );
+        assert!(screen(&sc, 4, Lang::En, 120, 40).contains("BigBird pattern"));
+        // "every row but the global ones has a constant number of keys": the global
+        // row sees all keys, the others fewer, and the same count where the band is whole.
+        let w = super::weights(&super::pipeline("bigbird"), 0);
+        let n = w.ncols();
+        let keys: Vec<usize> = w
+            .rows()
+            .into_iter()
+            .map(|r| r.iter().filter(|&&x| x > 0.0).count())
+            .collect();
+        assert_eq!(keys[0], n, "the global row");
+        assert!(keys[1..].iter().all(|&k| k < n), "{keys:?}");
+    }
+
+    /// A scene of our own on a BigBird mask, opening the variants view with no variant.
+    #[test]
+    fn the_variants_view_opens_on_bigbird_for_a_bigbird_mask_and_a_step_can_choose() {
+        let src = |mask: &str, variant: &str| {
+            format!(
+                "version = 1\n[title]\nen = \"t\"\nzh = \"t\"\n[model]\ntokens = \"a b c d e f g h\"\nd_model = 8\nheads = 2\nmask = \"{mask}\"\n[[steps]]\nview = \"variants\"\n{variant}\nnarration.en = \"x\"\nnarration.zh = \"x\"\n"
+            )
+        };
+        let open = |mask: &str, variant: &str| {
+            let sc = scene::parse("t", "t.toml", &src(mask, variant)).unwrap();
+            mode(&at(&sc, 1))
+        };
+        assert_eq!(open("bigbird:1,1,1", ""), VariantMode::BigBird);
+        assert_eq!(open("causal", ""), VariantMode::Window);
+        assert_eq!(open("causal", "variant = \"linear\""), VariantMode::Linear);
+        assert_eq!(
+            open("bigbird:1,1,1", "variant = \"window\""),
+            VariantMode::Window
+        );
+    }
+
+    #[test]
+    fn heads_steps_show_the_weights_they_talk_about() {
+        for (name, k) in [("multi-head", 3), ("intro", 8)] {
+            let s = at(&builtin(name), k);
+            assert_eq!(s.view, ViewKind::Heads, "{name} step {k}");
+            assert_eq!(s.stage, StageId::Softmax, "{name} step {k}");
+            let t = screen(&builtin(name), k, Lang::En, 120, 40);
+            assert!(t.contains("-> key '"), "{name} step {k}:\n{t}");
+        }
+    }
+
+    #[test]
+    fn the_heads_view_names_a_dimension_a_dimension() {
+        let src = "version = 1\n[title]\nen = \"t\"\nzh = \"t\"\n[model]\ntokens = \"the cat sat on the mat\"\nd_model = 16\nheads = 4\n[[steps]]\nview = \"heads\"\nstage = \"split_heads\"\nhighlight = [[1, 0]]\nnarration.en = \"x\"\nnarration.zh = \"x\"\n";
+        let sc = scene::parse("t", "t.toml", src).unwrap();
+        let t = screen(&sc, 1, Lang::En, 120, 40);
+        assert!(
+            t.contains("cell [1,0]") && t.contains("token 'cat', dim 0"),
+            "{t}"
+        );
+        assert!(!t.contains("-> '0'"), "{t}");
+    }
+
+    #[test]
+    fn flash_tiling_rescales_on_the_tile_its_narration_names() {
+        let sc = builtin("flash-tiling");
+        let s = at(&sc, 3);
+        let lab = flash::lab(&s).expect("the flash lab");
+        let tile = current_tile(&s, lab);
+        assert_eq!(tile, sc.steps[2].tiles[0]);
+        let e = lab.event(lab.index_of(tile));
+        // "row 0's max grows and its rescale drops below 1; row 1's ... stays 1".
+        assert!(e.alpha[0] > 0.0 && e.alpha[0] < 1.0, "{:?}", e.alpha);
+        assert_eq!(e.alpha[1], 1.0, "{:?}", e.alpha);
+        // The tile before it in the block only started the rows (m was -inf).
+        let first = lab.event(lab.index_of((0, 0)));
+        assert!(first.alpha.iter().all(|&a| a == 0.0), "{:?}", first.alpha);
+    }
+
+    #[test]
+    fn flash_tiling_says_when_the_saving_holds() {
+        let sc = builtin("flash-tiling");
+        let s = at(&sc, 6);
+        let lab = flash::lab(&s).unwrap();
+        let d = lab.q.ncols() as u64;
+        let m = lab.sram_elements;
+        let text = &sc.steps[5].narration;
+        for t in [&text.en, &text.zh] {
+            assert!(t.contains(&format!("M = {m}")), "{t}");
+            assert!(t.contains(&format!("d² = {}", d * d)), "{t}");
+        }
+        // M close to d²: the table shows FlashAttention moving more than standard.
+        assert!(m < 2 * d * d);
+        let traffic = lab.traffic();
+        let flash_total = traffic.after.last().unwrap().total();
+        assert!(flash_total > traffic.standard.total());
+    }
+
+    #[test]
+    fn heads_count_from_one_on_every_screen_and_in_every_narration() {
+        for sc in scene::builtins().unwrap() {
+            for (i, step) in sc.steps.iter().enumerate() {
+                for t in [&step.narration.en, &step.narration.zh] {
+                    for bad in ["head 0", "heads 0", "头 0", "KV 头 0", "m_0", "q_0"] {
+                        assert!(!t.contains(bad), "{} step {}: {bad}: {t}", sc.name, i + 1);
+                    }
+                }
+            }
+        }
+        // gqa step 3 shows head index 5 of the file: head 6 on screen, q_6 in the inspector.
+        let sc = builtin("gqa");
+        let t = screen(&sc, 3, Lang::En, 120, 40);
+        assert!(t.contains("q_6["), "{t}");
+        assert!(!t.contains("q_5["), "{t}");
+    }
+
+    #[test]
+    fn the_inspector_compares_entropy_with_the_visible_keys() {
+        let src = "version = 1\n[title]\nen = \"t\"\nzh = \"t\"\n[model]\ntokens = \"to be or not to be\"\nd_model = 8\nheads = 1\nmask = \"causal\"\n[[steps]]\nstage = \"softmax\"\nhighlight = [[2, 0]]\nnarration.en = \"x\"\nnarration.zh = \"x\"\n";
+        let sc = scene::parse("t", "t.toml", src).unwrap();
+        let t = screen(&sc, 1, Lang::En, 140, 40);
+        assert!(t.contains("3 visible keys (of 6)"), "{t}");
+        assert!(t.contains("ln 3 = 1.099"), "{t}");
+    }
+}
+
+#[test]
+fn alibi_header_states_the_rule_the_engine_uses_for_any_head_count() {
+    for heads in [4, 6] {
+        let mut c = scene::builtin("alibi").unwrap().toy().unwrap().clone();
+        c.heads = heads;
+        c.kv_heads = heads;
+        c.d_model = 4 * heads;
+        let p = Pipeline::build(&c).unwrap();
+        let f = &p.stage(StageId::Alibi).unwrap().formula;
+        assert!(
+            f.contains(&attnviz::attn::alibi::alibi_slope_rule(heads)),
+            "{f}"
+        );
+        assert_eq!(f.contains("not a power of two"), heads == 6, "{f}");
+    }
+}
+
+#[test]
+fn scaled_dot_raw_scores_spread_enough_to_saturate() {
+    let config = scene::builtin("scaled-dot").unwrap().toy().unwrap().clone();
+    let scaled = Pipeline::build(&config).unwrap();
+    let raw = Pipeline::build(&ModelConfig {
+        scaled: false,
+        ..config
+    })
+    .unwrap();
+    let spread = |m: &Array2<f64>| -> Vec<f64> {
+        m.rows()
+            .into_iter()
+            .map(|r| r.fold(f64::MIN, |a, &b| a.max(b)) - r.fold(f64::MAX, |a, &b| a.min(b)))
+            .collect()
+    };
+    // "raw scores differ by up to about 10 within a row"; scaled, "below 1".
+    let s = spread(&matrix(&scaled, StageId::Scores, 0));
+    let widest = s.iter().copied().fold(0.0, f64::max);
+    assert!((9.0..11.0).contains(&widest), "{s:?}");
+    assert!(
+        spread(&matrix(&scaled, StageId::Scale, 0))
+            .iter()
+            .all(|&x| x < 1.0)
+    );
+    // Unscaled, most of a row's weight lands on one key; scaled, every row stays spread.
+    let raw_max = raw
+        .row_stats(0)
+        .iter()
+        .map(|r| r.max_weight)
+        .fold(0.0, f64::max);
+    assert!(raw_max > 0.8, "{raw_max}");
+    assert!(scaled.row_stats(0).iter().all(|r| r.max_weight < 0.3));
+}
+
+#[test]
+fn row_stats_count_the_keys_the_mask_leaves() {
+    let p = pipeline("causal-mask");
+    for (i, r) in p.row_stats(0).iter().enumerate() {
+        assert_eq!(r.visible, i + 1);
+    }
+    let p = pipeline("padding-mask");
+    assert!(p.row_stats(0).iter().all(|r| r.visible == 4));
+}
+
+/// Chinese line breaking (UAX #14): on every zh screen of every built-in lesson, at 80,
+/// 100 and 120 columns, no line of text (nor of a panel, between its borders) starts
+/// with closing punctuation.
+#[test]
+fn no_zh_screen_line_starts_with_closing_punctuation() {
+    use attnviz::cli::{Lang, TermSize};
+    use attnviz::record::{HeadlessOptions, still, still::text as screen_text};
+    const CLOSING: &str = "。，、：；！？）」』】》〉”’";
+    let mut bad = Vec::new();
+    let mut screens = 0;
+    for sc in scene::builtins().unwrap() {
+        if let Some(p) = sc.pretrained()
+            && attnviz::model::find::resolve(&p.model).is_err()
+        {
+            eprintln!("skipped {}: {} is not here", sc.name, p.model);
+            continue;
+        }
+        for (cols, rows) in [(80, 24), (100, 30), (120, 40)] {
+            let opts = HeadlessOptions {
+                lang: Lang::Zh,
+                size: TermSize { cols, rows },
+                speed: 1.0,
+                theme: None,
+                ascii: false,
+            };
+            for k in 1..=sc.steps.len() {
+                let t = screen_text(&still(&sc, &opts, k).unwrap());
+                screens += 1;
+                for line in t.lines() {
+                    for part in line.split(['│', '║', '┃']) {
+                        if let Some(c) = part.trim_start().chars().next()
+                            && CLOSING.contains(c)
+                        {
+                            bad.push(format!("{} step {k} at {cols}x{rows}: {line}", sc.name));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(screens >= 3 * 96, "{screens} screens");
+    assert!(bad.is_empty(), "{} lines:\n{}", bad.len(), bad.join("\n"));
+}

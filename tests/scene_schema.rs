@@ -1,5 +1,5 @@
 //! scenes/scene.schema.json names the same fields as the serde structs that read scene
-//! files, and the same view and stage names as the code.
+//! files, and the same view, stage and variant names as the code.
 
 use std::collections::BTreeSet;
 
@@ -92,6 +92,14 @@ fn the_schema_lists_every_view_and_stage() {
     assert_eq!(
         names(&s["$defs"]["step"]["properties"]["stage"]["enum"]),
         stages
+    );
+    let variants: Vec<String> = attnviz::scene::Variant::ALL
+        .iter()
+        .map(|v| v.name().to_string())
+        .collect();
+    assert_eq!(
+        names(&s["$defs"]["step"]["properties"]["variant"]["enum"]),
+        variants
     );
 }
 

@@ -109,7 +109,11 @@ fn window_and_layer_keys_are_clamped_and_the_reach_grows_by_w_minus_1() {
 #[test]
 fn bigbird_counts_every_cell_once() {
     let mut s = lesson(|c| c.mask = MaskKind::BigBird(attnviz::engine::config::BIGBIRD_DEFAULT));
-    update(&mut s, MODE);
+    // On a BigBird mask the view opens on the BigBird pattern, not the sliding window.
+    assert_eq!(
+        lab(&s).settings.mode,
+        attnviz::tui::views::VariantMode::BigBird
+    );
     let bb = lab(&s).bigbird.as_ref().unwrap();
     assert_eq!(bb.global + bb.local + bb.random + bb.masked, 49);
     assert_eq!(

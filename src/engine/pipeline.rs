@@ -591,7 +591,8 @@ impl Pipeline {
         weights
             .data
             .axis_iter(Axis(0))
-            .map(|row| RowStats {
+            .enumerate()
+            .map(|(i, row)| RowStats {
                 entropy: row
                     .iter()
                     .filter(|&&w| w > 0.0)
@@ -599,6 +600,13 @@ impl Pipeline {
                     .sum::<f64>()
                     .max(0.0),
                 max_weight: row.iter().copied().fold(0.0, f64::max),
+                visible: if self.source == Source::Weights {
+                    row.iter().filter(|&&w| w > 0.0).count()
+                } else {
+                    (0..row.len())
+                        .filter(|&j| !self.mask.is_masked(0, head, i, j))
+                        .count()
+                },
             })
             .collect()
     }

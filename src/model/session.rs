@@ -79,6 +79,15 @@ impl ModelSession {
         ids: Vec<u32>,
         options: ForwardOptions,
     ) -> Result<ModelSession> {
+        ModelSession::from_shared(Arc::new(model), ids, options)
+    }
+
+    /// [`ModelSession::from_ids`] on a model already loaded and shared.
+    pub fn from_shared(
+        model: Arc<LoadedModel>,
+        ids: Vec<u32>,
+        options: ForwardOptions,
+    ) -> Result<ModelSession> {
         if ids.is_empty() {
             return Err(Error::usage(
                 "--tokens: the text gives no tokens; give a word or two, e.g. --tokens \"The cat sat\"",
@@ -92,7 +101,7 @@ impl ModelSession {
         }
         let pieces = ids.iter().map(|&id| model.tokenizer.piece(id)).collect();
         let mut s = ModelSession {
-            model: Arc::new(model),
+            model,
             ids,
             pieces,
             options: ForwardOptions {

@@ -2,6 +2,7 @@
 //! flash view's block sizes and its steps.
 
 use super::script::ScriptStep;
+use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use crate::cli::Lang;
 use crate::engine::config::MaskKind;
@@ -84,6 +85,8 @@ pub struct Step {
     pub intervene: Option<Intervention>,
     pub highlight: Vec<(usize, usize)>,
     pub tiles: Vec<(usize, usize)>,
+    /// The variants view's panel.
+    pub variant: Option<Variant>,
     pub narration: Localized,
     pub dwell_ms: u64,
     pub marker: Option<String>,
@@ -121,6 +124,7 @@ impl Scene {
                 intervene: s.intervene.clone(),
                 highlight: s.highlight.clone(),
                 tiles: s.tiles.clone(),
+                variant: s.variant,
                 narration: s.narration.get(lang).to_string(),
                 dwell_ms: s.dwell_ms,
                 marker: s.marker.clone(),

@@ -16,6 +16,7 @@ pub mod raw;
 pub mod script;
 mod steps;
 pub mod validate;
+pub mod variant;
 pub mod view;
 
 pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
@@ -26,4 +27,5 @@ pub use load::{load, load_file};
 pub use problem::{Problem, SceneError};
 pub use script::ScriptStep;
 pub use validate::parse;
+pub use variant::Variant;
 pub use view::{ModelShow, SceneView};

@@ -119,6 +119,8 @@ pub struct RawStep {
     /// Tiles `[q_block, k_block]` of the flash view.
     #[serde(default)]
     pub tiles: Vec<Spanned<Vec<Spanned<i64>>>>,
+    /// The variants view's panel: `window`, `bigbird` or `linear`.
+    pub variant: Option<Spanned<String>>,
     pub narration: Spanned<RawText>,
     /// Seconds on screen at speed 1.
     pub dwell: Option<Spanned<f64>>,

@@ -2,6 +2,7 @@
 //! own terms. The app turns these into its own playback steps.
 
 use super::lesson::Intervention;
+use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use crate::engine::pipeline::StageId;
 
@@ -23,6 +24,8 @@ pub struct ScriptStep {
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) of the flash view to highlight.
     pub tiles: Vec<(usize, usize)>,
+    /// Show this panel of the variants view (None: stay).
+    pub variant: Option<Variant>,
     /// The narration line, in the chosen language.
     pub narration: String,
     /// How long the step stays on screen at speed 1, in milliseconds.

@@ -1,11 +1,12 @@
-//! Checks of the `[[steps]]` of a scene: names, heads, dwell, and highlights and tiles
-//! against the matrices the current view shows.
+//! Checks of the `[[steps]]` of a scene: names, heads, dwell, the variants view's panel,
+//! and highlights and tiles against the matrices the current view shows.
 
 use toml::Spanned;
 
 use super::names::{stage_from_name, stage_name};
 use super::raw::RawStep;
 use super::validate::{Checker, Current, DEFAULT_DWELL_S, MAX_DWELL_S, Model, Shape, Shown};
+use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use super::{FlashBlocks, Intervention, Step};
 use crate::engine::config::{MaskKind, PeKind};
@@ -212,6 +213,32 @@ impl Checker<'_, '_> {
             tiles.push((qb, kb));
         }
 
+        let variant = match &s.variant {
+            Some(v) => match v.get_ref().parse::<Variant>() {
+                Ok(x) => {
+                    if let Shown::Set(other) = current.view
+                        && other != SceneView::Variants
+                    {
+                        self.p.on(
+                            v,
+                            field("variant"),
+                            format!(
+                                "a variant is a panel of the variants view, but this step shows the {other} view; set view = \"variants\""
+                            ),
+                        );
+                        ok = false;
+                    }
+                    Some(x)
+                }
+                Err(msg) => {
+                    self.p.on(v, field("variant"), msg);
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+
         if !ok {
             return None;
         }
@@ -224,6 +251,7 @@ impl Checker<'_, '_> {
             intervene,
             highlight,
             tiles,
+            variant,
             narration: narration?,
             dwell_ms: dwell_ms?,
             marker,

@@ -388,6 +388,8 @@ pub struct Context {
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) a script highlights, for the flash view.
     pub tiles: Vec<(usize, usize)>,
+    /// The variants view's panel a script step asked for, until that view takes it.
+    pub variant: Option<crate::scene::Variant>,
     /// A script's narration; None shows the stage's own.
     pub narration: Option<String>,
     pub status: Option<Status>,

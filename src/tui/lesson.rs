@@ -1,13 +1,16 @@
 //! A lesson's first state: the app on the scene's seeded model, or on the trained model a
 //! `[pretrained]` scene names, loaded, run on the scene's input and checked against its
 //! steps (layers, heads and ablated heads exist in that model). Interactive play,
-//! headless recording and stills all start here.
+//! headless recording and stills all start here. A model file is loaded once per
+//! process and shared by the lessons that run on it.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use crate::attn::config::MaskKind;
 use crate::error::{Error, Result};
-use crate::model::find;
+use crate::model::find::{self, Found};
 use crate::model::forward::ForwardOptions;
 use crate::model::load::LoadedModel;
 use crate::model::probe::repeated_random;
@@ -59,7 +62,7 @@ fn pretrained_session(scene: &Scene, p: &Pretrained) -> Result<ModelSession> {
             ),
         )
     })?;
-    let model = crate::model::load::load_found(found)?;
+    let model = shared(found)?;
     let mut ids = match &p.input {
         PretrainedInput::Text(t) => model.tokenizer.encode(t)?,
         PretrainedInput::Repeat { t, seed } => {
@@ -81,7 +84,28 @@ fn pretrained_session(scene: &Scene, p: &Pretrained) -> Result<ModelSession> {
         ids.resize(to, pad_id(scene, &model)?);
         options.mask = Some(MaskKind::Padding(vec![valid]));
     }
-    ModelSession::from_ids(model, ids, options)
+    ModelSession::from_shared(model, ids, options)
+}
+
+/// Models loaded by lessons in this process, by file and its size and time: a still of
+/// each step (or a test that plays a lesson many times) loads the file once.
+type Loaded = Vec<((PathBuf, u64, Option<SystemTime>), Arc<LoadedModel>)>;
+static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
+
+fn shared(found: Found) -> Result<Arc<LoadedModel>> {
+    let meta = std::fs::metadata(&found.path).ok();
+    let key = (
+        found.path.clone(),
+        meta.as_ref().map_or(0, |m| m.len()),
+        meta.and_then(|m| m.modified().ok()),
+    );
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, m)) = loaded.iter().find(|(k, _)| *k == key) {
+        return Ok(m.clone());
+    }
+    let model = Arc::new(crate::model::load::load_found(found)?);
+    loaded.push((key, model.clone()));
+    Ok(model)
 }
 
 /// The tokenizer's padding token.

@@ -150,7 +150,7 @@ pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'stati
             "FlashAttention never builds the n x n matrix: tile by tile it keeps each row's running max m and sum l, and rescales the partial output by exp(m_old - m_new) when the max grows."
         }
         (V::Flash, Lang::Zh) => {
-            "FlashAttention 从不构造 n x n 矩阵：它逐块计算，为每一行保留运行最大值 m 和运行和 l，最大值变大时把部分输出乘以 exp(m_old - m_new) 重新缩放。"
+            "FlashAttention 从不构造 n x n 矩阵：它逐块计算，为每一行保留当前最大值 m 和累积和 l，最大值变大时把部分输出乘以 exp(m_old - m_new) 重新缩放。"
         }
         (V::Model, Lang::En) => {
             "Every head of every layer at once: trained heads divide the work (some look one token back, some at the first token, some at an earlier copy). Enter opens the head under the cursor."

@@ -5,7 +5,7 @@
 
 use crate::cli::Lang;
 use crate::engine::pipeline::StageId;
-use crate::scene::{self, Intervention, ModelShow, Scene};
+use crate::scene::{self, Intervention, ModelShow, Scene, Variant};
 use crate::tui::view_kind::ViewKind;
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -26,6 +26,8 @@ pub struct ScriptStep {
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) of the flash view to highlight.
     pub tiles: Vec<(usize, usize)>,
+    /// Show this panel of the variants view (None: stay).
+    pub variant: Option<Variant>,
     /// The narration line, already in the chosen language.
     pub narration: String,
     /// How long the step stays on screen at speed 1, in milliseconds.
@@ -45,6 +47,7 @@ impl From<scene::ScriptStep> for ScriptStep {
             intervene: s.intervene,
             highlight: s.highlight,
             tiles: s.tiles,
+            variant: s.variant,
             narration: s.narration,
             dwell_ms: s.dwell_ms,
             marker: s.marker,

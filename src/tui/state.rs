@@ -179,6 +179,7 @@ impl State {
             cursor: (0, 0),
             highlight: Vec::new(),
             tiles: Vec::new(),
+            variant: None,
             narration: None,
             status: None,
             scale_change: None,

@@ -822,7 +822,7 @@ impl State {
 }
 
 /// Show one scripted step: its view, stage, head, highlighted cells (the first gets the
-/// cursor), tiles and narration. Parts that do not fit the data are left out and said so.
+/// cursor), tiles, variants panel and narration. Parts that do not fit the data are left out and said so.
 pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     // A step that autoplay reaches (through a tick) must not inherit the previous
     // step's warning: the status line would hide this step's narration.
@@ -855,6 +855,9 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
         state.cursor = first;
     }
     state.tiles = step.tiles.clone();
+    if step.variant.is_some() {
+        state.variant = step.variant;
+    }
     state.narration = (!step.narration.is_empty()).then(|| step.narration.clone());
     let view = views::current(state);
     view.refresh(state);

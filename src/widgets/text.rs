@@ -70,9 +70,11 @@ pub fn left(s: &str, w: usize, ellipsis: &str) -> String {
     format!("{}{}", s, " ".repeat(pad))
 }
 
-/// Greedy word wrap by display width. Words longer than `w` are split; CJK text, which
-/// has no spaces, is broken between characters. A paragraph's leading spaces indent all
-/// of its lines.
+/// Greedy line wrap by display width, breaking only where the Unicode line breaking
+/// algorithm (UAX #14, the `unicode-linebreak` crate) allows: after spaces, and between
+/// CJK characters but never before closing punctuation (。，、：；！？ and closing
+/// brackets and quotes) or after opening ones. A piece longer than `w` (a long word) is
+/// split between characters. A paragraph's leading spaces indent all of its lines.
 pub fn wrap(s: &str, w: usize) -> Vec<String> {
     let mut lines = Vec::new();
     for para in s.split('\n') {
@@ -80,7 +82,11 @@ pub fn wrap(s: &str, w: usize) -> Vec<String> {
         let indent = indent.min(w.saturating_sub(1) / 2);
         let pad = " ".repeat(indent);
         let first = lines.len();
-        wrap_para(para, w.saturating_sub(indent).max(1), &mut lines);
+        wrap_para(
+            para.trim_start_matches(' '),
+            w.saturating_sub(indent).max(1),
+            &mut lines,
+        );
         for l in &mut lines[first..] {
             l.insert_str(0, &pad);
         }
@@ -89,56 +95,98 @@ pub fn wrap(s: &str, w: usize) -> Vec<String> {
 }
 
 fn wrap_para(para: &str, w: usize, lines: &mut Vec<String>) {
-    {
-        let mut line = String::new();
-        let mut used = 0;
-        for (spaced, word) in pieces(para) {
-            let ww = width(word);
-            let gap = usize::from(used > 0 && spaced);
-            if used > 0 && used + gap + ww > w {
-                lines.push(std::mem::take(&mut line));
-                used = 0;
-            } else if gap == 1 {
-                line.push(' ');
-                used += 1;
-            }
-            for ch in word.chars() {
+    let mut line = String::new();
+    // Width of `line`, its trailing spaces included.
+    let mut used_spaced = 0;
+    for piece in pieces(para) {
+        let body = piece.trim_end_matches(' ');
+        let bw = width(body);
+        if used_spaced > 0 && used_spaced + bw > w {
+            lines.push(line.trim_end_matches(' ').to_string());
+            line.clear();
+            used_spaced = 0;
+        }
+        if bw > w {
+            // Longer than a line on its own: split it between characters.
+            let mut used = used_spaced;
+            for ch in body.chars() {
                 let cw = ch.width().unwrap_or(0);
                 if used + cw > w && used > 0 {
+                    // Closing punctuation takes the character before it along.
+                    let carry = if is_closing_punctuation(ch) && line.chars().count() > 1 {
+                        line.pop()
+                    } else {
+                        None
+                    };
                     lines.push(std::mem::take(&mut line));
                     used = 0;
+                    if let Some(c) = carry {
+                        line.push(c);
+                        used = c.width().unwrap_or(0);
+                    }
                 }
                 line.push(ch);
                 used += cw;
             }
+            used_spaced = used;
+        } else {
+            line.push_str(body);
+            used_spaced += bw;
         }
-        lines.push(line);
+        if body.len() < piece.len() {
+            // The spaces after a piece count only if something follows on the line.
+            let spaces = piece.len() - body.len();
+            line.push_str(&piece[body.len()..]);
+            used_spaced += spaces;
+        }
     }
+    lines.push(line.trim_end_matches(' ').to_string());
 }
 
-/// The pieces wrapping may break between, each with whether a space came before it:
-/// space-separated words, and every wide (CJK) character on its own.
-fn pieces(s: &str) -> Vec<(bool, &str)> {
+/// The pieces wrapping may break between (UAX #14 break opportunities), each with the
+/// spaces that follow it. Runs of spaces inside the text are kept as written.
+fn pieces(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    for word in s.split(' ').filter(|w| !w.is_empty()) {
-        let mut spaced = true;
-        let mut start = 0;
-        for (i, ch) in word.char_indices() {
-            if ch.width().unwrap_or(0) == 2 {
-                if start < i {
-                    out.push((spaced, &word[start..i]));
-                    spaced = false;
-                }
-                out.push((spaced, &word[i..i + ch.len_utf8()]));
-                spaced = false;
-                start = i + ch.len_utf8();
-            }
+    let mut start = 0;
+    for (end, _) in unicode_linebreak::linebreaks(s) {
+        if end > start {
+            out.push(&s[start..end]);
         }
-        if start < word.len() {
-            out.push((spaced, &word[start..]));
-        }
+        start = end;
     }
     out
+}
+
+/// Closing punctuation that must not start a line (UAX #14 classes CL, CP, EX, IS, NS
+/// and closing quotes, as they occur in Chinese text).
+pub fn is_closing_punctuation(c: char) -> bool {
+    matches!(
+        c,
+        '。' | '，'
+            | '、'
+            | '：'
+            | '；'
+            | '！'
+            | '？'
+            | '）'
+            | '」'
+            | '』'
+            | '】'
+            | '》'
+            | '〉'
+            | '”'
+            | '’'
+            | '…'
+            | ')'
+            | ']'
+            | '}'
+            | ','
+            | '.'
+            | ':'
+            | ';'
+            | '!'
+            | '?'
+    )
 }
 
 #[cfg(test)]
@@ -169,5 +217,34 @@ mod tests {
         let mixed = wrap("softmax 把每一行变成权重", 12);
         assert_eq!(mixed.concat(), "softmax 把每一行变成权重");
         assert!(mixed.iter().all(|l| width(l) <= 12), "{mixed:?}");
+    }
+
+    #[test]
+    fn closing_punctuation_never_starts_a_line() {
+        // At width 8 a character-by-character wrap would start the second line with '，'.
+        let zh = wrap("每个词都看，其他所有的词。", 8);
+        assert_eq!(zh.concat(), "每个词都看，其他所有的词。");
+        assert!(zh.iter().all(|l| width(l) <= 8), "{zh:?}");
+        for l in &zh {
+            let first = l.chars().next().unwrap();
+            assert!(!is_closing_punctuation(first), "{zh:?}");
+        }
+        assert_eq!(zh[0], "每个词都");
+        // Closing quotes and brackets stay with what they close.
+        let q = wrap("查询“cat”对键（key）的分数", 6);
+        assert!(
+            q.iter()
+                .all(|l| !l.starts_with('”') && !l.starts_with('）')),
+            "{q:?}"
+        );
+        assert_eq!(q.concat(), "查询“cat”对键（key）的分数");
+    }
+
+    #[test]
+    fn spaces_between_words_are_kept_and_not_carried() {
+        assert_eq!(wrap("a  b", 10), ["a  b"]);
+        assert_eq!(wrap("aaa bbb", 3), ["aaa", "bbb"]);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("", 5), [""]);
     }
 }

@@ -134,7 +134,7 @@ pub(super) fn stages(
         (g, h) if g == h => format!("MHA: each of the {h} heads has its own K/V"),
         (1, h) => format!("MQA: all {h} heads share one K/V"),
         (g, h) => format!(
-            "GQA: {h} heads in {g} groups of {per_group}; head h reads K/V group h / {per_group}"
+            "GQA: {h} heads in {g} groups of {per_group}; head h reads K/V group ceil(h / {per_group}) (both from 1)"
         ),
     };
     let mut split = Stage::new(
@@ -221,7 +221,8 @@ pub(super) fn stages(
     // ALiBi: -m_h * |i' - j|, i' the query's position on the key axis.
     let alibi_formula = match &opt.alibi {
         Some(_) => Ok(format!(
-            "S + B, B[i,j] = -m_h |i' - j|, slopes m_h = 2^(-8(h+1)/{heads}) (ALiBi paper)"
+            "S + B, B[i,j] = -m_h |i' - j|, slopes {} (ALiBi paper)",
+            crate::attn::alibi::alibi_slope_rule(heads)
         )),
         None => Err(format!(
             "inactive: position encoding is {}, not ALiBi; no distance bias",

@@ -147,7 +147,7 @@ fn explain(p: &Pipeline, id: StageId, m: usize, row: usize, col: usize) -> Optio
                     "loaded from the Q file: head {}, index {m} of its head axis",
                     m + 1
                 ),
-                _ => format!("q_{m}[{row},{col}] = Q[{row},{}]", m * d + col),
+                _ => format!("q_{}[{row},{col}] = Q[{row},{}]", m + 1, m * d + col),
             };
             done(vec![
                 from,
@@ -232,7 +232,8 @@ fn explain(p: &Pipeline, id: StageId, m: usize, row: usize, col: usize) -> Optio
             done(vec![
                 format!("query {row} stands at position {q_pos}; distance to key {col} = {dist}"),
                 format!(
-                    "bias = -m_{m} * {dist} = -{} * {dist} = {}",
+                    "bias = -m_{} * {dist} = -{} * {dist} = {}",
+                    m + 1,
                     num(slope),
                     num(-slope * dist as f64)
                 ),

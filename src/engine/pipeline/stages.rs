@@ -115,6 +115,12 @@ impl StageId {
         }
     }
 
+    /// True for the stages whose matrices are n_q x n_k (a row per query, a column per
+    /// key): the scores up to the weights. The other stages' columns are dimensions.
+    pub fn has_key_columns(self) -> bool {
+        self.index() >= StageId::Scores.index() && self.index() <= StageId::Softmax.index()
+    }
+
     /// True for the stages whose matrices are one per query head.
     pub fn is_per_head(self) -> bool {
         self.index() >= StageId::SplitHeads.index() && self.index() <= StageId::WeightedSum.index()
@@ -214,6 +220,10 @@ pub struct RowStats {
     /// Entropy in nats of the row's weights (0 for a one-hot row).
     pub entropy: f64,
     pub max_weight: f64,
+    /// Keys the row may attend to: those the mask leaves (for weights read from a file,
+    /// whose mask is unknown, the keys with a weight above 0). Uniform weights over them
+    /// have entropy ln(visible), the most a row can have.
+    pub visible: usize,
 }
 
 /// Where a pipeline's numbers came from.

@@ -157,6 +157,16 @@ fn panel<'a>(
     }
 }
 
+/// The cursor cell, its axes named by what they are: query and key for the scores and
+/// weights, token and dimension for the vectors (q, k, v slices and outputs).
+fn cell_axes(stage: StageId, c: usize, row: &str, col: &str) -> String {
+    if stage.has_key_columns() {
+        format!("query '{row}' -> key '{col}'")
+    } else {
+        format!("token '{row}', dim {c}")
+    }
+}
+
 fn render_side(state: &Context, mats: &[&Matrix], area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
     let (r, c) = state.cursor;
@@ -204,8 +214,12 @@ fn render_side(state: &Context, mats: &[&Matrix], area: Rect, buf: &mut Buffer) 
         })
         .unwrap_or_default();
     line(
+        vec![Span::styled(format!("cell [{r},{c}]"), t.panel_title)],
+        buf,
+    );
+    line(
         vec![Span::styled(
-            format!("cell [{r},{c}] '{q}' -> '{k}'"),
+            cell_axes(state.stage, c, &q, &k),
             t.panel_title,
         )],
         buf,

@@ -61,6 +61,7 @@ fn mean(v: &[RowStats]) -> RowStats {
     RowStats {
         entropy: v.iter().map(|s| s.entropy).sum::<f64>() / n,
         max_weight: v.iter().map(|s| s.max_weight).sum::<f64>() / n,
+        visible: v.iter().map(|s| s.visible).max().unwrap_or(0),
     }
 }
 
@@ -108,15 +109,24 @@ pub fn lines(state: &Context) -> Vec<(String, Style)> {
                 t.panel_title,
             ));
             out.push((stats_line("now", s), t.base));
-            let n = state.pipeline.shape.n_k as f64;
-            out.push((
+            // The most a row can spread is uniformly over the keys it may see: a masked
+            // key takes no weight, so it is no part of the comparison.
+            let n = state.pipeline.shape.n_k;
+            let v = s.visible;
+            let over = if v == n {
+                format!("its {v} keys")
+            } else {
+                format!("its {v} visible keys (of {n})")
+            };
+            let line = if v == 0 {
+                "(every key of this row is masked)".to_string()
+            } else {
                 format!(
-                    "(uniform would be ln {} = {} nats)",
-                    n,
-                    fit_number(n.ln(), 5, true)
-                ),
-                t.dim,
-            ));
+                    "(uniform over {over} would be ln {v} = {} nats)",
+                    fit_number((v as f64).ln(), 5, true)
+                )
+            };
+            out.push((line, t.dim));
         }
     }
     if let Some(sc) = &state.scale_change

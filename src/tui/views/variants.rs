@@ -25,6 +25,7 @@ use crate::engine::pipeline::{Matrix, Pipeline};
 use crate::engine::variants::{
     self, BigBirdPattern, CellKind, LinearVsSoftmax, SlidingWindow, TileCounts,
 };
+use crate::scene::Variant;
 use crate::tui::action::Action;
 use crate::tui::component::View;
 use crate::tui::context::{Context, StatusKind};
@@ -123,6 +124,15 @@ impl Mode {
         }
     }
 
+    /// The panel a lesson step names.
+    fn from_scene(v: Variant) -> Mode {
+        match v {
+            Variant::Window => Mode::Window,
+            Variant::BigBird => Mode::BigBird,
+            Variant::Linear => Mode::Linear,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Window => "sliding window",
@@ -187,8 +197,13 @@ impl Settings {
             MaskKind::BigBird(b) => (third, *b),
             _ => (third, BIGBIRD_DEFAULT),
         };
+        // A lesson on a BigBird mask opens on its pattern, not on the sliding window.
+        let mode = match p.mask.kind() {
+            MaskKind::BigBird(_) => Mode::BigBird,
+            _ => Mode::Window,
+        };
         Settings {
-            mode: Mode::Window,
+            mode,
             window,
             layers: 2,
             bigbird,
@@ -254,6 +269,10 @@ fn rebuild(state: &mut Context, settings: Option<Settings>) {
     let mut s = settings
         .or_else(|| lab(state).map(|l| l.settings))
         .unwrap_or_else(|| Settings::for_pipeline(&state.pipeline));
+    // A script step's choice of panel, taken once so the v key still switches after it.
+    if let Some(v) = state.variant.take() {
+        s.mode = Mode::from_scene(v);
+    }
     s.window = s.window.clamp(1, n.max(1));
     s.layers = s.layers.clamp(1, MAX_LAYERS);
     let lab = VariantsLab::build(&state.pipeline, s);
