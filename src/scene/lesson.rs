@@ -29,6 +29,36 @@ pub struct FlashBlocks {
     pub bc: usize,
 }
 
+/// A step's animation: positions `from..=to` of the view's playback order (the flash
+/// view's tiles in loop order, the decode view's decoding steps), `rate` a second at
+/// speed 1, the first shown as the step begins. It fits in the step's dwell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Animation {
+    pub from: usize,
+    pub to: usize,
+    pub rate: f64,
+}
+
+impl Animation {
+    /// The position shown `elapsed_ms` of scene time into the step.
+    pub fn position_at(&self, elapsed_ms: f64) -> usize {
+        // A hair of slack: the clock lands exactly on a frame's time, give or take the
+        // rounding of the sum of its ticks.
+        let k = (elapsed_ms.max(0.0) * self.rate / 1000.0 + 1e-9).floor();
+        (self.from as f64 + k).min(self.to as f64) as usize
+    }
+
+    /// Scene milliseconds into the step at which position `k` is shown.
+    pub fn time_of(&self, k: usize) -> f64 {
+        k.saturating_sub(self.from) as f64 * 1000.0 / self.rate
+    }
+
+    /// Scene milliseconds from the first position to the last.
+    pub fn duration_ms(&self) -> f64 {
+        self.time_of(self.to)
+    }
+}
+
 /// One checked step of a lesson. `None` fields leave what the app shows unchanged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
@@ -40,6 +70,7 @@ pub struct Step {
     pub narration: Localized,
     pub dwell_ms: u64,
     pub marker: Option<String>,
+    pub animate: Option<Animation>,
 }
 
 /// A checked scene, ready to play.
@@ -74,10 +105,14 @@ impl Scene {
                 narration: s.narration.get(lang).to_string(),
                 dwell_ms: s.dwell_ms,
                 marker: s.marker.clone(),
+                animate: s.animate,
+                flash_blocks: None,
             })
             .collect();
         if let Some(first) = steps.first_mut() {
             first.view.get_or_insert(self.view);
+            // The tile grid the steps were checked against.
+            first.flash_blocks = Some(self.flash);
         }
         steps
     }

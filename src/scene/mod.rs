@@ -19,7 +19,7 @@ pub mod validate;
 pub mod view;
 
 pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
-pub use lesson::{FlashBlocks, Localized, Scene, Step};
+pub use lesson::{Animation, FlashBlocks, Localized, Scene, Step};
 pub use load::{load, load_file};
 pub use problem::{Problem, SceneError};
 pub use script::ScriptStep;

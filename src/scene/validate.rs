@@ -28,6 +28,10 @@ pub const MAX_DWELL_S: f64 = 120.0;
 pub const MAX_DURATION_MS: u64 = 6 * 60 * 60 * 1000;
 /// Dwell of a step that does not say, in seconds.
 pub const DEFAULT_DWELL_S: f64 = 4.0;
+/// Tiles or tokens a second of a step's `animate` that does not say.
+pub const DEFAULT_ANIMATE_RATE: f64 = 2.0;
+/// The fastest `animate` plays: the flash view's own top speed.
+pub const MAX_ANIMATE_RATE: f64 = 64.0;
 /// The flash view's block size when a scene does not set one.
 pub const DEFAULT_FLASH_BLOCK: usize = 2;
 

@@ -755,8 +755,10 @@ impl State {
                 1.0
             },
             elapsed_ms: 0.0,
+            frame: None,
         });
         apply_step(&mut self, &first);
+        show_animation(&mut self);
         self
     }
 }
@@ -788,6 +790,10 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
             ));
         }
     }
+    if let Some(b) = step.flash_blocks {
+        state.flash.br = Some(b.br);
+        state.flash.bc = Some(b.bc);
+    }
     state.sub = 0;
     state.highlight = step.highlight.clone();
     if let Some(&first) = step.highlight.first() {
@@ -817,11 +823,38 @@ fn goto_step(state: &mut State, k: usize) {
     }
     p.index = k;
     p.elapsed_ms = 0.0;
+    p.frame = None;
     // A step says only what changes, so step k shows what steps 0..=k built up: replay
-    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage).
+    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage),
+    // each earlier animation played to its end, as autoplay leaves it.
     let steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
-    for step in &steps {
+    for (i, step) in steps.iter().enumerate() {
         apply_step(state, step);
+        if let Some(a) = step.animate
+            && i < k
+        {
+            views::current(state).show_frame(state, a.to);
+        }
+    }
+    show_animation(state);
+}
+
+/// Show the position the current step's animation has reached, if it moved: the view's
+/// tile or token, through the view (the cursor stays the person's between positions).
+fn show_animation(state: &mut State) {
+    let Some((_, k)) = state.script.as_ref().and_then(|p| p.animation_now()) else {
+        return;
+    };
+    if state.script.as_ref().and_then(|p| p.frame) == Some(k) {
+        return;
+    }
+    let view = views::current(state);
+    if k < view.frames(state) {
+        view.show_frame(state, k);
+        state.clamp();
+    }
+    if let Some(p) = state.script.as_mut() {
+        p.frame = Some(k);
     }
 }
 
@@ -862,6 +895,12 @@ fn tick(state: &mut State, ms: u64) {
         return;
     }
     p.elapsed_ms += ms as f64 * p.speed;
+    advance(state);
+    show_animation(state);
+}
+
+/// Move on past every step whose dwell the elapsed time has used up.
+fn advance(state: &mut State) {
     loop {
         let Some(p) = state.script.as_mut() else {
             return;
@@ -877,6 +916,7 @@ fn tick(state: &mut State, ms: u64) {
         }
         let rest = p.elapsed_ms - dwell;
         p.index += 1;
+        p.frame = None;
         let step = p.steps[p.index].clone();
         apply_step(state, &step);
         if let Some(p) = state.script.as_mut() {
