@@ -38,6 +38,7 @@ fixture!(unknown_names, "unknown-names");
 fixture!(syntax_error, "syntax-error");
 fixture!(many_problems, "many-problems");
 fixture!(missing_field, "missing-field");
+fixture!(animate_wrong, "animate-wrong");
 
 #[test]
 fn the_valid_fixture_is_valid() {

@@ -27,15 +27,30 @@ const BOLD: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono-Bold.ttf")
 const CJK_CANDIDATES: &[(&str, u32)] = &[
     ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2),
     ("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc", 2),
-    ("/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc", 2),
+    (
+        "/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc",
+        2,
+    ),
     ("/usr/share/fonts/opentype/noto/NotoSerifCJK-Regular.ttc", 2),
-    ("/usr/share/fonts/google-noto-sans-cjk-vf-fonts/NotoSansCJK-VF.ttc", 2),
+    (
+        "/usr/share/fonts/google-noto-sans-cjk-vf-fonts/NotoSansCJK-VF.ttc",
+        2,
+    ),
     ("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc", 0),
     ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc", 0),
-    ("/usr/share/fonts/wenquanyi/wqy-microhei/wqy-microhei.ttc", 0),
+    (
+        "/usr/share/fonts/wenquanyi/wqy-microhei/wqy-microhei.ttc",
+        0,
+    ),
     ("/usr/share/fonts/wqy-microhei/wqy-microhei.ttc", 0),
-    ("/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf", 0),
-    ("/usr/share/fonts/google-droid-sans-fonts/DroidSansFallbackFull.ttf", 0),
+    (
+        "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+        0,
+    ),
+    (
+        "/usr/share/fonts/google-droid-sans-fonts/DroidSansFallbackFull.ttf",
+        0,
+    ),
     ("/usr/share/fonts/truetype/arphic/uming.ttc", 0),
     ("/System/Library/Fonts/PingFang.ttc", 0),
     ("/System/Library/Fonts/STHeiti Light.ttc", 0),
@@ -167,7 +182,10 @@ fn open(path: &Path, index: u32) -> std::result::Result<FontArc, String> {
 impl Fonts {
     /// The built-in faces, and a CJK face from `font` or the system when `wanted` (some
     /// character of the recording is not in the built-in font).
-    pub fn load(font: Option<&Path>, wanted: impl Fn(&dyn Fn(char) -> bool) -> bool) -> Result<(Fonts, CjkFont)> {
+    pub fn load(
+        font: Option<&Path>,
+        wanted: impl Fn(&dyn Fn(char) -> bool) -> bool,
+    ) -> Result<(Fonts, CjkFont)> {
         let regular = Face::grid(builtin(REGULAR, "DejaVu Sans Mono")?);
         let bold = Face::grid(builtin(BOLD, "DejaVu Sans Mono Bold")?);
         let (cjk, source) = match font {
@@ -184,9 +202,7 @@ impl Fonts {
                 .iter()
                 .find_map(|&(p, index)| {
                     let path = Path::new(p);
-                    let f = open(path, index)
-                        .or_else(|_| open(path, 0))
-                        .ok()?;
+                    let f = open(path, index).or_else(|_| open(path, 0)).ok()?;
                     Some((Some(Face::cjk(f)), CjkFont::Found(path.to_path_buf())))
                 })
                 .unwrap_or((None, CjkFont::Missing)),

@@ -41,14 +41,27 @@ fn internal(e: impl std::fmt::Display) -> Error {
 /// The recording as a GIF; `font` is the CJK font to use instead of the system's.
 pub fn gif(rec: &Recording, defaults: Defaults, font: Option<&Path>) -> Result<Gif> {
     let (mut fonts, cjk) = Fonts::load(font, |lacks| {
-        rec.frames
-            .iter()
-            .any(|f| f.screen.content.iter().any(|c| c.symbol().chars().any(lacks)))
+        rec.frames.iter().any(|f| {
+            f.screen
+                .content
+                .iter()
+                .any(|c| c.symbol().chars().any(lacks))
+        })
     })?;
     let (w, h) = (u32::from(rec.cols) * CELL_W, u32::from(rec.rows) * CELL_H);
     let (gw, gh) = (
-        u16::try_from(w).map_err(|_| Error::usage(format!("--size: a GIF is at most 65535 px wide; {} columns make {w}", rec.cols)))?,
-        u16::try_from(h).map_err(|_| Error::usage(format!("--size: a GIF is at most 65535 px high; {} rows make {h}", rec.rows)))?,
+        u16::try_from(w).map_err(|_| {
+            Error::usage(format!(
+                "--size: a GIF is at most 65535 px wide; {} columns make {w}",
+                rec.cols
+            ))
+        })?,
+        u16::try_from(h).map_err(|_| {
+            Error::usage(format!(
+                "--size: a GIF is at most 65535 px high; {} rows make {h}",
+                rec.rows
+            ))
+        })?,
     );
     let mut out = Vec::new();
     let mut missing = Vec::new();
@@ -107,8 +120,12 @@ fn changed(a: &[u8], b: &[u8], w: u32, h: u32) -> Option<(u32, u32, u32, u32)> {
         if ra == rb {
             continue;
         }
-        let first = (0..w).find(|&x| ra[x as usize * 3..x as usize * 3 + 3] != rb[x as usize * 3..x as usize * 3 + 3])?;
-        let last = (0..w).rev().find(|&x| ra[x as usize * 3..x as usize * 3 + 3] != rb[x as usize * 3..x as usize * 3 + 3])?;
+        let first = (0..w).find(|&x| {
+            ra[x as usize * 3..x as usize * 3 + 3] != rb[x as usize * 3..x as usize * 3 + 3]
+        })?;
+        let last = (0..w).rev().find(|&x| {
+            ra[x as usize * 3..x as usize * 3 + 3] != rb[x as usize * 3..x as usize * 3 + 3]
+        })?;
         x0 = x0.min(first);
         x1 = x1.max(last + 1);
         y0 = y0.min(y);
@@ -165,7 +182,8 @@ fn exact_palette(rgb: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
 }
 
 fn blend(fg: Rgb, bg: Rgb, num: u32, den: u32) -> Rgb {
-    let mix = |f: u8, b: u8| ((u32::from(f) * num + u32::from(b) * (den - num) + den / 2) / den) as u8;
+    let mix =
+        |f: u8, b: u8| ((u32::from(f) * num + u32::from(b) * (den - num) + den / 2) / den) as u8;
     (mix(fg.0, bg.0), mix(fg.1, bg.1), mix(fg.2, bg.2))
 }
 
@@ -210,7 +228,10 @@ fn raster(buf: &Buffer, defaults: Defaults, fonts: &mut Fonts, missing: &mut Vec
         while x < area.right() {
             let cell = &buf[(x, y)];
             let cells = cell.symbol().width().max(1) as u32;
-            let (px, py) = (u32::from(x - area.left()) * CELL_W, u32::from(y - area.top()) * CELL_H);
+            let (px, py) = (
+                u32::from(x - area.left()) * CELL_W,
+                u32::from(y - area.top()) * CELL_H,
+            );
             let cells_w = cells.min(u32::from(area.right() - x));
             draw_cell(&mut c, cell, defaults, fonts, missing, (px, py), cells_w);
             x += cells as u16;
@@ -364,7 +385,9 @@ mod tests {
         let (p, i) = exact_palette(&[1, 2, 3, 4, 5, 6, 1, 2, 3]).unwrap();
         assert_eq!(p, vec![1, 2, 3, 4, 5, 6]);
         assert_eq!(i, vec![0, 1, 0]);
-        let many: Vec<u8> = (0..300u32).flat_map(|k| [k as u8, (k >> 8) as u8, 0]).collect();
+        let many: Vec<u8> = (0..300u32)
+            .flat_map(|k| [k as u8, (k >> 8) as u8, 0])
+            .collect();
         assert!(exact_palette(&many).is_none());
     }
 }

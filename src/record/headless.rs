@@ -201,7 +201,8 @@ pub fn cast(rec: &Recording) -> Result<Vec<u8>> {
         while let Some((at, label)) = markers.next_if(|(at, _)| *at <= f.at_ms) {
             cast.marker(*at, label).map_err(io)?;
         }
-        cast.output(f.at_ms, &encoder.frame(&f.screen)).map_err(io)?;
+        cast.output(f.at_ms, &encoder.frame(&f.screen))
+            .map_err(io)?;
     }
     for (at, label) in markers {
         cast.marker(*at, label).map_err(io)?;

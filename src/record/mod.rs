@@ -26,7 +26,9 @@ use crate::error::{Error, Result};
 use crate::scene;
 use crate::tui::{AppOptions, ScriptOptions};
 
-pub use headless::{Frame, Headless, HeadlessOptions, Recording, cast, play_through, record, still};
+pub use headless::{
+    Frame, Headless, HeadlessOptions, Recording, cast, play_through, record, still,
+};
 
 /// Speeds `--speed` accepts: slower than a tenth or faster than 16x is not a lesson.
 const SPEED_RANGE: std::ops::RangeInclusive<f64> = 0.1..=16.0;
@@ -123,17 +125,20 @@ fn record_to(
                 })
                 .collect();
             if !missing.is_empty() {
-                let list: String = missing.iter().map(|c| format!(" U+{:04X} {c}", *c as u32)).collect();
+                let list: String = missing
+                    .iter()
+                    .map(|c| format!(" U+{:04X} {c}", *c as u32))
+                    .collect();
                 eprintln!("warning: no font has{list}; drawn as boxes (--font FILE can add one)");
             }
-            (g.bytes, "open it in a browser or an image viewer".to_string())
+            (
+                g.bytes,
+                "open it in a browser or an image viewer".to_string(),
+            )
         }
     };
     write_atomically(path, &bytes)?;
-    Ok(format!(
-        "{frames} frames, {} bytes; {how}",
-        bytes.len()
-    ))
+    Ok(format!("{frames} frames, {} bytes; {how}", bytes.len()))
 }
 
 pub fn play(args: &PlayArgs) -> Result<()> {

@@ -309,7 +309,7 @@ impl Checker<'_, '_> {
                     needs_ms / 1000.0,
                     dwell_ms as f64 / 1000.0,
                     (needs_ms / 100.0).ceil() / 10.0,
-                    ((to - from) as f64 * 100.0 / dwell_ms as f64).ceil() / 100.0
+                    ((to - from) as f64 * 100_000.0 / dwell_ms as f64).ceil() / 100.0
                 ),
             );
             return None;

@@ -383,6 +383,9 @@ pub struct Context {
     pub highlight: Vec<(usize, usize)>,
     /// Tiles (query block, key block) a script highlights, for the flash view.
     pub tiles: Vec<(usize, usize)>,
+    /// Positions a second of the scripted animation while it moves (the step's
+    /// `animate`); the flash view shows it in place of its own speed.
+    pub animation_rate: Option<f64>,
     /// A script's narration; None shows the stage's own.
     pub narration: Option<String>,
     pub status: Option<Status>,

@@ -187,6 +187,7 @@ impl State {
             cursor: (0, 0),
             highlight: Vec::new(),
             tiles: Vec::new(),
+            animation_rate: None,
             narration: None,
             status: None,
             scale_change: None,

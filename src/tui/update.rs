@@ -800,6 +800,7 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
         state.cursor = first;
     }
     state.tiles = step.tiles.clone();
+    state.animation_rate = None;
     state.narration = (!step.narration.is_empty()).then(|| step.narration.clone());
     let view = views::current(state);
     view.refresh(state);
@@ -842,9 +843,11 @@ fn goto_step(state: &mut State, k: usize) {
 /// Show the position the current step's animation has reached, if it moved: the view's
 /// tile or token, through the view (the cursor stays the person's between positions).
 fn show_animation(state: &mut State) {
-    let Some((_, k)) = state.script.as_ref().and_then(|p| p.animation_now()) else {
+    let Some((a, k)) = state.script.as_ref().and_then(|p| p.animation_now()) else {
         return;
     };
+    let moving = k < a.to && state.script.as_ref().is_some_and(|p| p.playing);
+    state.animation_rate = moving.then_some(a.rate);
     if state.script.as_ref().and_then(|p| p.frame) == Some(k) {
         return;
     }
