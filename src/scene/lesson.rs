@@ -1,6 +1,7 @@
 //! A checked scene: its texts in both languages, its model, the view it opens, the
 //! flash view's block sizes and its steps.
 
+pub use super::grid::{Animation, FlashBlocks};
 use super::script::ScriptStep;
 use super::view::SceneView;
 use crate::cli::Lang;
@@ -19,43 +20,6 @@ impl Localized {
             Lang::En => &self.en,
             Lang::Zh => &self.zh,
         }
-    }
-}
-
-/// Block sizes of the flash view's tile grid: `br` query rows by `bc` key columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlashBlocks {
-    pub br: usize,
-    pub bc: usize,
-}
-
-/// A step's animation: positions `from..=to` of the view's playback order (the flash
-/// view's tiles in loop order, the decode view's decoding steps), `rate` a second at
-/// speed 1, the first shown as the step begins. It fits in the step's dwell.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Animation {
-    pub from: usize,
-    pub to: usize,
-    pub rate: f64,
-}
-
-impl Animation {
-    /// The position shown `elapsed_ms` of scene time into the step.
-    pub fn position_at(&self, elapsed_ms: f64) -> usize {
-        // A hair of slack: the clock lands exactly on a frame's time, give or take the
-        // rounding of the sum of its ticks.
-        let k = (elapsed_ms.max(0.0) * self.rate / 1000.0 + 1e-9).floor();
-        (self.from as f64 + k).min(self.to as f64) as usize
-    }
-
-    /// Scene milliseconds into the step at which position `k` is shown.
-    pub fn time_of(&self, k: usize) -> f64 {
-        k.saturating_sub(self.from) as f64 * 1000.0 / self.rate
-    }
-
-    /// Scene milliseconds from the first position to the last.
-    pub fn duration_ms(&self) -> f64 {
-        self.time_of(self.to)
     }
 }
 

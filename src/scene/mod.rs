@@ -8,6 +8,7 @@
 //! Schema for editors.
 
 pub mod builtin;
+pub mod grid;
 pub mod lesson;
 mod load;
 pub mod names;

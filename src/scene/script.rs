@@ -1,7 +1,7 @@
 //! A scene's steps for one language: what a lesson shows at each step, in the scene's
 //! own terms. The app turns these into its own playback steps.
 
-use super::lesson::{Animation, FlashBlocks};
+use super::grid::{Animation, FlashBlocks};
 use super::view::SceneView;
 use crate::engine::pipeline::StageId;
 
