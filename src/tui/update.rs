@@ -918,9 +918,14 @@ fn advance(state: &mut State) {
             return;
         }
         let rest = p.elapsed_ms - dwell;
+        let finished = p.steps[p.index].animate;
         p.index += 1;
         p.frame = None;
         let step = p.steps[p.index].clone();
+        // A tick long enough to pass the step's end passed its animation's end too.
+        if let Some(a) = finished {
+            views::current(state).show_frame(state, a.to);
+        }
         apply_step(state, &step);
         if let Some(p) = state.script.as_mut() {
             p.elapsed_ms = rest;
