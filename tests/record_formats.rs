@@ -332,3 +332,79 @@ fn an_unknown_extension_exits_2_naming_the_formats() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn without_a_cjk_font_the_gif_draws_boxes_and_says_so() {
+    let rec = recording("kv-cache", Lang::Zh);
+    let none = gif::gif_with(&rec, Defaults::DARK, None, &[]).unwrap();
+    assert_eq!(none.cjk, attnviz::record::fonts::CjkFont::Missing);
+    assert!(
+        none.missing
+            .iter()
+            .any(|c| ('\u{4e00}'..='\u{9fff}').contains(c)),
+        "{:?}",
+        none.missing
+    );
+    let (_, _, delays) = decode_gif(&none.bytes);
+    assert_eq!(delays.len(), rec.frames.len());
+    // The advice names what to install and the flag.
+    assert!(attnviz::record::fonts::CJK_HINT.contains("fonts-noto-cjk"));
+    assert!(attnviz::record::fonts::CJK_HINT.contains("--font"));
+    // From the command line: a warning, and the GIF is still written.
+    let en = recording("flash-tiling", Lang::En);
+    let latin = gif::gif_with(&en, Defaults::DARK, None, &[]).unwrap();
+    assert_eq!(latin.cjk, attnviz::record::fonts::CjkFont::NotNeeded);
+    assert!(latin.missing.is_empty());
+}
+
+#[test]
+fn a_font_given_with_the_flag_draws_the_cjk() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("zh.gif");
+    let run = attnviz()
+        .args([
+            "play",
+            "kv-cache",
+            "--lang",
+            "zh",
+            "--size",
+            "80x24",
+            "--font",
+            "/nonexistent/font.ttc",
+            "--record",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("--font /nonexistent/font.ttc"), "{err}");
+    assert!(!out.exists());
+    // Any TrueType font is taken (the built-in one has no ideographs: they stay boxes).
+    let run = attnviz()
+        .args([
+            "play",
+            "kv-cache",
+            "--lang",
+            "zh",
+            "--size",
+            "80x24",
+            "--font",
+            "assets/fonts/DejaVuSansMono.ttf",
+            "--record",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("CJK characters drawn with assets/fonts/DejaVuSansMono.ttf"),
+        "{err}"
+    );
+    assert!(err.contains("warning: no font has"), "{err}");
+}

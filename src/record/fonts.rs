@@ -24,7 +24,7 @@ const BOLD: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono-Bold.ttf")
 
 /// Where CJK fonts usually are, with the face to take from a collection (Noto's .ttc
 /// holds Japanese, Korean, Simplified and Traditional Chinese; index 2 is SC).
-const CJK_CANDIDATES: &[(&str, u32)] = &[
+pub const CJK_CANDIDATES: &[(&str, u32)] = &[
     ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2),
     ("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc", 2),
     (
@@ -186,6 +186,15 @@ impl Fonts {
         font: Option<&Path>,
         wanted: impl Fn(&dyn Fn(char) -> bool) -> bool,
     ) -> Result<(Fonts, CjkFont)> {
+        Fonts::load_from(font, wanted, CJK_CANDIDATES)
+    }
+
+    /// [`Fonts::load`] looking for a CJK font at `candidates` (path, face in a collection).
+    pub fn load_from(
+        font: Option<&Path>,
+        wanted: impl Fn(&dyn Fn(char) -> bool) -> bool,
+        candidates: &[(&str, u32)],
+    ) -> Result<(Fonts, CjkFont)> {
         let regular = Face::grid(builtin(REGULAR, "DejaVu Sans Mono")?);
         let bold = Face::grid(builtin(BOLD, "DejaVu Sans Mono Bold")?);
         let (cjk, source) = match font {
@@ -198,7 +207,7 @@ impl Fonts {
                 })?;
                 (Some(Face::cjk(f)), CjkFont::Given(path.to_path_buf()))
             }
-            None if wanted(&|c| !regular.has(c)) => CJK_CANDIDATES
+            None if wanted(&|c| !regular.has(c)) => candidates
                 .iter()
                 .find_map(|&(p, index)| {
                     let path = Path::new(p);

@@ -13,7 +13,7 @@ use std::path::Path;
 use ratatui::buffer::{Buffer, Cell};
 use unicode_width::UnicodeWidthStr;
 
-use super::fonts::{CELL_H, CELL_W, CjkFont, Fonts, LEVELS};
+use super::fonts::{self, CELL_H, CELL_W, CjkFont, Fonts, LEVELS};
 use super::headless::Recording;
 use super::palette::Defaults;
 use super::still::{block, look};
@@ -40,14 +40,28 @@ fn internal(e: impl std::fmt::Display) -> Error {
 
 /// The recording as a GIF; `font` is the CJK font to use instead of the system's.
 pub fn gif(rec: &Recording, defaults: Defaults, font: Option<&Path>) -> Result<Gif> {
-    let (mut fonts, cjk) = Fonts::load(font, |lacks| {
-        rec.frames.iter().any(|f| {
-            f.screen
-                .content
-                .iter()
-                .any(|c| c.symbol().chars().any(lacks))
-        })
-    })?;
+    gif_with(rec, defaults, font, fonts::CJK_CANDIDATES)
+}
+
+/// [`gif`] looking for a CJK font at `candidates` (path, face in a collection).
+pub fn gif_with(
+    rec: &Recording,
+    defaults: Defaults,
+    font: Option<&Path>,
+    candidates: &[(&str, u32)],
+) -> Result<Gif> {
+    let (mut fonts, cjk) = Fonts::load_from(
+        font,
+        |lacks| {
+            rec.frames.iter().any(|f| {
+                f.screen
+                    .content
+                    .iter()
+                    .any(|c| c.symbol().chars().any(lacks))
+            })
+        },
+        candidates,
+    )?;
     let (w, h) = (u32::from(rec.cols) * CELL_W, u32::from(rec.rows) * CELL_H);
     let (gw, gh) = (
         u16::try_from(w).map_err(|_| {
