@@ -702,3 +702,15 @@ fn a_lesson_step_plays_its_tiles_at_its_rate() {
     assert_eq!(tile(&s), a.to);
     assert_eq!(s.animation_rate, None);
 }
+
+/// A scene without `[flash]` is checked against the grid the app draws.
+#[test]
+fn the_scene_checker_and_the_app_choose_the_same_default_blocks() {
+    for n in 1..=attnviz::scene::validate::MAX_TOKENS {
+        assert_eq!(
+            attnviz::scene::validate::default_flash_block(n),
+            attnviz::tui::views::flash::default_block(n),
+            "n = {n}"
+        );
+    }
+}

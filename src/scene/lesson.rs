@@ -49,6 +49,10 @@ pub struct Scene {
     /// The view the scene opens in.
     pub view: SceneView,
     pub flash: FlashBlocks,
+    /// The file sets `[flash]`: the app plays on these blocks (otherwise it chooses its
+    /// own from the sequence length, the same as `flash` for the scene's model, and
+    /// keeps choosing when the length changes).
+    pub flash_set: bool,
     pub steps: Vec<Step>,
 }
 
@@ -75,8 +79,8 @@ impl Scene {
             .collect();
         if let Some(first) = steps.first_mut() {
             first.view.get_or_insert(self.view);
-            // The tile grid the steps were checked against.
-            first.flash_blocks = Some(self.flash);
+            // The tile grid the scene chose.
+            first.flash_blocks = self.flash_set.then_some(self.flash);
         }
         steps
     }

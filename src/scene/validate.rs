@@ -32,8 +32,15 @@ pub const DEFAULT_DWELL_S: f64 = 4.0;
 pub const DEFAULT_ANIMATE_RATE: f64 = 2.0;
 /// The fastest `animate` plays: the flash view's own top speed.
 pub const MAX_ANIMATE_RATE: f64 = 64.0;
-/// The flash view's block size when a scene does not set one.
-pub const DEFAULT_FLASH_BLOCK: usize = 2;
+/// Tiles per side of the flash grid when a scene sets no `[flash]`: the app's own
+/// choice for n tokens, blocks of ceil(n / 4) (`tui::views::flash::default_block`; a test
+/// keeps the two equal).
+pub const DEFAULT_FLASH_TILES_PER_SIDE: usize = 4;
+
+/// The flash view's block size for `n` tokens when a scene does not set one.
+pub fn default_flash_block(n: usize) -> usize {
+    n.div_ceil(DEFAULT_FLASH_TILES_PER_SIDE).max(1)
+}
 
 /// Parse and check a scene's source. `file` is how errors name it.
 pub fn parse(name: &str, file: &str, src: &str) -> Result<Scene, SceneError> {
@@ -152,7 +159,7 @@ impl Checker<'_, '_> {
             Some(v) => self.view(v, "view"),
             None => Some(SceneView::Pipeline),
         };
-        let flash = self.flash(&raw);
+        let flash = self.flash(&raw, shape.as_ref().map_or(1, |s| s.n));
         if raw.steps.get_ref().is_empty() {
             self.p.on(
                 &raw.steps,
@@ -199,6 +206,7 @@ impl Checker<'_, '_> {
             config: config?,
             view: view?,
             flash: flash?,
+            flash_set: raw.flash.is_some(),
             steps: steps.into_iter().collect::<Option<Vec<_>>>()?,
         })
     }
@@ -401,11 +409,11 @@ impl Checker<'_, '_> {
         }
     }
 
-    fn flash(&mut self, raw: &RawScene) -> Option<FlashBlocks> {
+    fn flash(&mut self, raw: &RawScene, n: usize) -> Option<FlashBlocks> {
         let Some(f) = &raw.flash else {
             return Some(FlashBlocks {
-                br: DEFAULT_FLASH_BLOCK,
-                bc: DEFAULT_FLASH_BLOCK,
+                br: default_flash_block(n),
+                bc: default_flash_block(n),
             });
         };
         let f = f.get_ref();
