@@ -11,6 +11,10 @@
 //! and a frame is a list of `<use>` of its rows, so a frame that changes three rows costs
 //! three new rows and thirty references; a frame that repeats an earlier one is one
 //! reference to it. CJK text is left to the viewer's fonts, as in a still.
+//!
+//! Written here rather than taken from a crate: the SVG recorders people use (svg-term,
+//! asciinema's) are JavaScript and start from a cast, and this needs only the frames we
+//! already hold and a few lines of CSS.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

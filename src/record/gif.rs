@@ -283,7 +283,14 @@ fn draw_cell(
     let Some(ch) = symbol.chars().next() else {
         return;
     };
-    if let Some(arms) = box_arms(ch) {
+    if let Some(q) = quadrants(ch) {
+        let (hw, hh) = (CELL_W / 2, CELL_H / 2);
+        for (bit, (dx, dy)) in [(0, 0), (hw, 0), (0, hh), (hw, hh)].into_iter().enumerate() {
+            if q & (1 << bit) != 0 {
+                c.fill(px + dx, py + dy, hw, hh, fg);
+            }
+        }
+    } else if let Some(arms) = box_arms(ch) {
         draw_box(c, (px, py), arms, fg);
     } else if !ch.is_whitespace() {
         match fonts.glyph(ch, l.bold, cells) {
@@ -320,6 +327,24 @@ fn draw_cell(
     if l.strike {
         line(c, CELL_H / 2);
     }
+}
+
+/// The quarters a quadrant block fills: bits upper left, upper right, lower left, lower
+/// right (the flash view marks partly masked tiles with one).
+fn quadrants(c: char) -> Option<u8> {
+    Some(match c {
+        '▘' => 0b0001,
+        '▝' => 0b0010,
+        '▖' => 0b0100,
+        '▗' => 0b1000,
+        '▚' => 0b1001,
+        '▞' => 0b0110,
+        '▙' => 0b1101,
+        '▛' => 0b0111,
+        '▜' => 0b1011,
+        '▟' => 0b1110,
+        _ => return None,
+    })
 }
 
 /// The arms of a box-drawing character: up, right, down, left, each 0 (none), 1 (light)
