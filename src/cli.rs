@@ -497,9 +497,13 @@ impl std::str::FromStr for TermSize {
 pub struct PlayArgs {
     /// A built-in scene name or a path to a scene .toml file.
     pub scene: String,
-    /// Record to an asciicast v2 file instead of playing (headless, deterministic).
+    /// Record instead of playing (headless, deterministic); the format follows the
+    /// extension: .cast (asciicast v2), .svg (animated SVG), .gif (animated GIF).
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// A font for the GIF's CJK characters (TTF/OTF; default: one found on the system).
+    #[arg(long)]
+    pub font: Option<PathBuf>,
     /// Size of the recording.
     #[arg(long, default_value = "100x30")]
     pub size: TermSize,

@@ -136,13 +136,26 @@ fn a_full_disk_is_reported_for_recordings_and_stills() {
     for args in [
         vec!["snapshot", "intro", "--step", "1", "--txt", full],
         vec!["snapshot", "intro", "--step", "1", "--svg", full],
-        vec!["play", "intro", "--record", full, "--size", "80x24"],
     ] {
         cargo_bin_cmd!("attnviz")
             .args(&args)
             .assert()
             .code(2)
             .stderr(contains("/dev/full").and(contains("No space left")));
+        assert_dev_full_intact();
+    }
+    // A recording's format follows its extension: a link named for each format leads
+    // to the full device.
+    let dir = tempfile::tempdir().unwrap();
+    for ext in ["cast", "svg", "gif"] {
+        let link = dir.path().join(format!("full.{ext}"));
+        std::os::unix::fs::symlink(full, &link).unwrap();
+        cargo_bin_cmd!("attnviz")
+            .args(["play", "intro", "--size", "80x24", "--record"])
+            .arg(&link)
+            .assert()
+            .code(2)
+            .stderr(contains(format!("full.{ext}")).and(contains("No space left")));
         assert_dev_full_intact();
     }
 }

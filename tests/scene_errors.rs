@@ -39,6 +39,7 @@ fixture!(syntax_error, "syntax-error");
 fixture!(many_problems, "many-problems");
 fixture!(missing_field, "missing-field");
 fixture!(bad_variant, "bad-variant");
+fixture!(animate_wrong, "animate-wrong");
 
 #[test]
 fn the_valid_fixture_is_valid() {

@@ -60,6 +60,11 @@ fn every_table_has_the_same_fields_as_its_struct() {
             "[[steps]]\n[steps.narration]\n__probe = 0\n",
             &defs["text"],
         ),
+        (
+            "animate",
+            "[[steps]]\n[steps.animate]\n__probe = 0\n",
+            &defs["step"]["properties"]["animate"],
+        ),
     ];
     for (what, toml, node) in cases {
         assert_eq!(

@@ -655,3 +655,62 @@ fn the_frame_bench_draws_the_flash_view() {
         "{text}"
     );
 }
+
+// ---- a lesson step that plays the tiles ---------------------------------------------------
+
+/// The flash-tiling lesson's animated step (from its scene file) through `update`: the
+/// tiles move at the step's rate while the lesson plays, hold while it is paused, and
+/// jumping to a later step leaves them where playing would have.
+#[test]
+fn a_lesson_step_plays_its_tiles_at_its_rate() {
+    pin_tier();
+    let scene = attnviz::scene::builtin("flash-tiling").unwrap();
+    let k = scene
+        .steps
+        .iter()
+        .position(|s| s.animate.is_some())
+        .expect("flash-tiling animates a step");
+    let a = scene.steps[k].animate.unwrap();
+    let steps = attnviz::tui::script::lesson(&scene, Lang::En);
+    let mut s = State::for_model(scene.toy().unwrap().clone(), options(false, None))
+        .unwrap()
+        .with_script(steps, true, 1.0);
+    update(&mut s, Action::GotoStep(k));
+    let tile = |s: &State| {
+        let l = the_lab(s);
+        l.index_of(s.cursor)
+    };
+    assert_eq!(tile(&s), a.from);
+    assert_eq!(s.animation_rate, Some(a.rate));
+    let step_ms = (1000.0 / a.rate) as u64;
+    assert_eq!(s.next_change_in_ms(), Some(step_ms));
+    update(&mut s, Action::Tick { ms: step_ms - 1 });
+    assert_eq!(tile(&s), a.from);
+    update(&mut s, Action::Tick { ms: 1 });
+    assert_eq!(tile(&s), a.from + 1);
+    // Paused, time moves no tile.
+    update(&mut s, Action::PlayPause);
+    update(&mut s, Action::Tick { ms: 10 * step_ms });
+    assert_eq!(tile(&s), a.from + 1);
+    update(&mut s, Action::PlayPause);
+    update(&mut s, Action::Tick { ms: 100 * step_ms });
+    assert!(s.script.as_ref().unwrap().index > k);
+    // The next step starts where the animation ended, whether played or jumped to.
+    let played = s.cursor;
+    update(&mut s, Action::GotoStep(k + 1));
+    assert_eq!(s.cursor, played);
+    assert_eq!(tile(&s), a.to);
+    assert_eq!(s.animation_rate, None);
+}
+
+/// A scene without `[flash]` is checked against the grid the app draws.
+#[test]
+fn the_scene_checker_and_the_app_choose_the_same_default_blocks() {
+    for n in 1..=attnviz::scene::validate::MAX_TOKENS {
+        assert_eq!(
+            attnviz::scene::validate::default_flash_block(n),
+            attnviz::tui::views::flash::default_block(n),
+            "n = {n}"
+        );
+    }
+}

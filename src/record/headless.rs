@@ -99,30 +99,61 @@ fn marker_label(scene: &Scene, k: usize) -> String {
     }
 }
 
-/// Play `scene` from start to end in virtual time and return it as asciicast v2: one
-/// frame of output whenever the screen changes, a marker where each step begins.
-pub fn record(scene: &Scene, opts: &HeadlessOptions) -> Result<Vec<u8>> {
+/// One screen of a recording and when it appears, in virtual milliseconds.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub at_ms: u64,
+    pub screen: Buffer,
+}
+
+/// A scene played from start to end in virtual time: the one list of frames every
+/// format (cast, SVG, GIF) is written from, so they all show the same screens at the
+/// same times.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub cols: u16,
+    pub rows: u16,
+    pub title: String,
+    /// Times strictly increase, the first is 0, and no screen equals the one before it.
+    pub frames: Vec<Frame>,
+    /// Where each step begins: (time, label).
+    pub markers: Vec<(u64, String)>,
+    /// When the last frame's time is up: the end of the scene.
+    pub end_ms: u64,
+}
+
+impl Recording {
+    /// How long frame `i` stays on screen.
+    pub fn shown_ms(&self, i: usize) -> u64 {
+        let next = self.frames.get(i + 1).map_or(self.end_ms, |f| f.at_ms);
+        next - self.frames[i].at_ms
+    }
+}
+
+/// Play `scene` from start to end in virtual time: a frame whenever the screen changes
+/// (a step begins, an animation shows its next tile or token), a marker where each step
+/// begins.
+pub fn play_through(scene: &Scene, opts: &HeadlessOptions) -> Result<Recording> {
     let mut player = Headless::new(scene, opts, true)?;
-    let header = CastHeader {
-        width: opts.size.cols,
-        height: opts.size.rows,
-        title: Some(format!("attnviz: {}", scene.title.get(opts.lang))),
-    };
-    let io = |e: std::io::Error| internal("cannot write the recording", e);
-    let mut cast = CastWriter::new(Vec::new(), &header).map_err(io)?;
-    let mut encoder = AnsiEncoder::new();
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut markers = Vec::new();
     let mut now_ms = 0u64;
     let mut shown = None;
     loop {
         let index = player.step_index();
         if index != shown {
             if let Some(k) = index {
-                cast.marker(now_ms, &marker_label(scene, k)).map_err(io)?;
+                markers.push((now_ms, marker_label(scene, k)));
             }
             shown = index;
         }
         let screen = player.frame()?;
-        cast.output(now_ms, &encoder.frame(&screen)).map_err(io)?;
+        if frames.last().is_none_or(|f| f.screen != screen) {
+            frames.push(Frame {
+                at_ms: now_ms,
+                screen,
+            });
+        }
         let Some(wait) = player.next_change_in_ms() else {
             break;
         };
@@ -141,7 +172,44 @@ pub fn record(scene: &Scene, opts: &HeadlessOptions) -> Result<Vec<u8>> {
             )));
         }
     }
-    cast.output(now_ms, FINISH).map_err(io)?;
+    Ok(Recording {
+        cols: opts.size.cols,
+        rows: opts.size.rows,
+        title: format!("attnviz: {}", scene.title.get(opts.lang)),
+        frames,
+        markers,
+        end_ms: now_ms,
+    })
+}
+
+/// Play `scene` from start to end in virtual time and return it as asciicast v2.
+pub fn record(scene: &Scene, opts: &HeadlessOptions) -> Result<Vec<u8>> {
+    cast(&play_through(scene, opts)?)
+}
+
+/// A recording as asciicast v2: each frame as the output that draws it over the one
+/// before, the markers at their times.
+pub fn cast(rec: &Recording) -> Result<Vec<u8>> {
+    let header = CastHeader {
+        width: rec.cols,
+        height: rec.rows,
+        title: Some(rec.title.clone()),
+    };
+    let io = |e: std::io::Error| internal("cannot write the recording", e);
+    let mut cast = CastWriter::new(Vec::new(), &header).map_err(io)?;
+    let mut encoder = AnsiEncoder::new();
+    let mut markers = rec.markers.iter().peekable();
+    for f in &rec.frames {
+        while let Some((at, label)) = markers.next_if(|(at, _)| *at <= f.at_ms) {
+            cast.marker(*at, label).map_err(io)?;
+        }
+        cast.output(f.at_ms, &encoder.frame(&f.screen))
+            .map_err(io)?;
+    }
+    for (at, label) in markers {
+        cast.marker(*at, label).map_err(io)?;
+    }
+    cast.output(rec.end_ms, FINISH).map_err(io)?;
     Ok(cast.into_inner())
 }
 

@@ -5,10 +5,16 @@
 //! - [`asciicast`]: the cast file, with times from that clock;
 //! - [`ansi`]: a frame as the terminal output that draws it;
 //! - [`still`]: a frame as SVG or text;
+//! - [`animated_svg`], [`gif`]: a whole recording as an animated SVG or GIF, drawn from
+//!   the same list of frames as the cast ([`headless::Recording`]);
+//! - [`fonts`]: the GIF's fonts;
 //! - [`palette`]: terminal colours as RGB.
 
+pub mod animated_svg;
 pub mod ansi;
 pub mod asciicast;
+pub mod fonts;
+pub mod gif;
 pub mod headless;
 pub mod palette;
 pub mod still;
@@ -20,7 +26,9 @@ use crate::error::{Error, Result};
 use crate::scene;
 use crate::tui::{AppOptions, ScriptOptions};
 
-pub use headless::{Headless, HeadlessOptions, record, still};
+pub use headless::{
+    Frame, Headless, HeadlessOptions, Recording, cast, play_through, record, still,
+};
 
 /// Speeds `--speed` accepts: slower than a tenth or faster than 16x is not a lesson.
 const SPEED_RANGE: std::ops::RangeInclusive<f64> = 0.1..=16.0;
@@ -43,8 +51,102 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::output::write_file(path, bytes)
 }
 
+/// The formats `--record` writes, by the file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordFormat {
+    Cast,
+    Svg,
+    Gif,
+}
+
+impl RecordFormat {
+    pub fn from_path(path: &Path) -> Result<RecordFormat> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("cast") => Ok(RecordFormat::Cast),
+            Some("svg") => Ok(RecordFormat::Svg),
+            Some("gif") => Ok(RecordFormat::Gif),
+            other => Err(Error::usage(format!(
+                "--record {}: {}; the format follows the extension: .cast (asciicast v2), .svg (animated SVG) or .gif (animated GIF)",
+                path.display(),
+                match other {
+                    Some(e) => format!("'.{e}' is not a format attnviz records"),
+                    None => "the file has no extension".to_string(),
+                }
+            ))),
+        }
+    }
+}
+
+/// Play `scene` headless and write it to `path` in the format its extension names.
+/// Returns what to say about the file.
+fn record_to(
+    scene: &scene::Scene,
+    opts: &HeadlessOptions,
+    path: &Path,
+    font: Option<&Path>,
+) -> Result<String> {
+    let format = RecordFormat::from_path(path)?;
+    let rec = play_through(scene, opts)?;
+    let frames = rec.frames.len();
+    let (bytes, how) = match format {
+        RecordFormat::Cast => (
+            cast(&rec)?,
+            format!("play it with: asciinema play {}", path.display()),
+        ),
+        RecordFormat::Svg => (
+            animated_svg::svg(&rec, still_defaults(opts.theme)).into_bytes(),
+            "open it in a browser, or show it in a README with ![](FILE.svg)".to_string(),
+        ),
+        RecordFormat::Gif => {
+            let g = gif::gif(&rec, still_defaults(opts.theme), font)?;
+            match &g.cjk {
+                fonts::CjkFont::Missing => eprintln!(
+                    "warning: no CJK font found, so CJK characters are drawn as boxes in {}; {}",
+                    path.display(),
+                    fonts::CJK_HINT
+                ),
+                fonts::CjkFont::Found(p) | fonts::CjkFont::Given(p) => {
+                    eprintln!("CJK characters drawn with {}", p.display())
+                }
+                fonts::CjkFont::NotNeeded => {}
+            }
+            let missing: Vec<char> = g
+                .missing
+                .iter()
+                .copied()
+                .filter(|&c| {
+                    // Wide characters are CJK: the warning above covers them.
+                    let wide = unicode_width::UnicodeWidthChar::width(c) == Some(2);
+                    !(wide && g.cjk == fonts::CjkFont::Missing)
+                })
+                .collect();
+            if !missing.is_empty() {
+                let list: String = missing
+                    .iter()
+                    .map(|c| format!(" U+{:04X} {c}", *c as u32))
+                    .collect();
+                eprintln!("warning: no font has{list}; drawn as boxes (--font FILE can add one)");
+            }
+            (
+                g.bytes,
+                "open it in a browser or an image viewer".to_string(),
+            )
+        }
+    };
+    write_atomically(path, &bytes)?;
+    Ok(format!("{frames} frames, {} bytes; {how}", bytes.len()))
+}
+
 pub fn play(args: &PlayArgs) -> Result<()> {
     check_speed(args.speed)?;
+    if let Some(path) = &args.record {
+        // A wrong extension is found before the scene is played.
+        RecordFormat::from_path(path)?;
+    }
     let scene = scene::load(&args.scene)?;
     match &args.record {
         Some(path) => {
@@ -55,16 +157,14 @@ pub fn play(args: &PlayArgs) -> Result<()> {
                 theme: args.theme,
                 ascii: args.ascii,
             };
-            let cast = record(&scene, &opts)?;
-            write_atomically(path, &cast)?;
+            let what = record_to(&scene, &opts, path, args.font.as_deref())?;
             eprintln!(
-                "recorded '{}' ({} steps, {:.1} s at speed {}) to {}; play it with: asciinema play {}",
+                "recorded '{}' ({} steps, {:.1} s at speed {}) to {}: {what}",
                 scene.name,
                 scene.steps.len(),
                 scene.duration_ms() as f64 / 1000.0 / args.speed,
                 args.speed,
                 path.display(),
-                path.display()
             );
             Ok(())
         }

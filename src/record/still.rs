@@ -16,12 +16,12 @@ use super::palette::{Defaults, hex, rgb};
 
 /// One cell in pixels. The advance of a monospace glyph is about 0.6 em, so a 20 px
 /// font fills 12 px; 24 px rows give the usual 1.2 line height.
-const CELL_W: u32 = 12;
-const CELL_H: u32 = 24;
-const FONT_PX: u32 = 20;
+pub(super) const CELL_W: u32 = 12;
+pub(super) const CELL_H: u32 = 24;
+pub(super) const FONT_PX: u32 = 20;
 /// Baseline below the top of a row.
 const BASELINE: u32 = 18;
-const FONTS: &str = "ui-monospace,'SF Mono','DejaVu Sans Mono',Menlo,Consolas,'Noto Sans Mono CJK SC','Noto Sans Mono',monospace";
+pub(super) const FONTS: &str = "ui-monospace,'SF Mono','DejaVu Sans Mono',Menlo,Consolas,'Noto Sans Mono CJK SC','Noto Sans Mono',monospace";
 
 /// The plain text of a frame: one line per row, trailing blanks removed.
 pub fn text(buf: &Buffer) -> String {
@@ -43,17 +43,17 @@ pub fn text(buf: &Buffer) -> String {
 
 /// A cell's look once `Reset`, reversed and hidden are resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Look {
-    fg: (u8, u8, u8),
-    bg: (u8, u8, u8),
-    bold: bool,
-    italic: bool,
-    underline: bool,
-    strike: bool,
-    dim: bool,
+pub(super) struct Look {
+    pub(super) fg: (u8, u8, u8),
+    pub(super) bg: (u8, u8, u8),
+    pub(super) bold: bool,
+    pub(super) italic: bool,
+    pub(super) underline: bool,
+    pub(super) strike: bool,
+    pub(super) dim: bool,
 }
 
-fn look(cell: &Cell, d: Defaults) -> Look {
+pub(super) fn look(cell: &Cell, d: Defaults) -> Look {
     let m = cell.modifier;
     let (mut fg, mut bg) = (rgb(cell.fg).unwrap_or(d.fg), rgb(cell.bg).unwrap_or(d.bg));
     if m.contains(Modifier::REVERSED) {
@@ -75,12 +75,12 @@ fn look(cell: &Cell, d: Defaults) -> Look {
 
 /// The part of a cell a block glyph fills, in eighths of the cell, with an opacity for
 /// the shades.
-struct Fill {
-    left: u32,
-    top: u32,
-    right: u32,
-    bottom: u32,
-    opacity: Option<&'static str>,
+pub(super) struct Fill {
+    pub(super) left: u32,
+    pub(super) top: u32,
+    pub(super) right: u32,
+    pub(super) bottom: u32,
+    pub(super) opacity: Option<&'static str>,
 }
 
 const fn fill(left: u32, top: u32, right: u32, bottom: u32) -> Fill {
@@ -100,7 +100,7 @@ const fn shade(opacity: &'static str) -> Fill {
     }
 }
 
-fn block(symbol: &str) -> Option<Fill> {
+pub(super) fn block(symbol: &str) -> Option<Fill> {
     let c = symbol.chars().next()?;
     if symbol.chars().count() != 1 {
         return None;
@@ -128,7 +128,7 @@ fn block(symbol: &str) -> Option<Fill> {
     })
 }
 
-fn escape(s: &str, out: &mut String) {
+pub(super) fn escape(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -195,110 +195,125 @@ pub fn svg(buf: &Buffer, defaults: Defaults, title: Option<&str>) -> String {
     let mut texts = String::new();
     for y in area.top()..area.bottom() {
         let py = u32::from(y - area.top()) * CELL_H;
-        let cells: Vec<(u16, &Cell, usize)> = {
-            let mut v = Vec::new();
-            let mut x = area.left();
-            while x < area.right() {
-                let cell = &buf[(x, y)];
-                let width = cell.symbol().width().max(1);
-                v.push((x - area.left(), cell, width));
-                x += width as u16;
-            }
-            v
-        };
-
-        // Background rectangles, merged along the row.
-        let mut i = 0;
-        while i < cells.len() {
-            let bg = look(cells[i].1, defaults).bg;
-            let start = cells[i].0;
-            let mut end = start + cells[i].2 as u16;
-            let mut j = i + 1;
-            while j < cells.len() && look(cells[j].1, defaults).bg == bg {
-                end = cells[j].0 + cells[j].2 as u16;
-                j += 1;
-            }
-            if bg != defaults.bg {
-                let _ = writeln!(
-                    shapes,
-                    "<rect x=\"{}\" y=\"{py}\" width=\"{}\" height=\"{CELL_H}\" fill=\"{}\"/>",
-                    u32::from(start) * CELL_W,
-                    u32::from(end - start) * CELL_W,
-                    hex(bg)
-                );
-            }
-            i = j;
-        }
-
-        // Glyphs: block glyphs as rectangles, wide glyphs one by one, and runs of narrow
-        // glyphs of one look stretched to their cells.
-        let mut i = 0;
-        while i < cells.len() {
-            let (x, cell, width) = cells[i];
-            let symbol = cell.symbol();
-            let l = look(cell, defaults);
-            let px = u32::from(x) * CELL_W;
-            if symbol.trim().is_empty() {
-                i += 1;
-                continue;
-            }
-            if let Some(f) = block(symbol) {
-                let _ = write!(
-                    shapes,
-                    "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"",
-                    px + f.left * CELL_W / 8,
-                    py + f.top * CELL_H / 8,
-                    (f.right - f.left) * CELL_W / 8,
-                    (f.bottom - f.top) * CELL_H / 8,
-                    hex(l.fg)
-                );
-                if let Some(o) = f.opacity {
-                    let _ = write!(shapes, " fill-opacity=\"{o}\"");
-                }
-                shapes.push_str("/>\n");
-                i += 1;
-                continue;
-            }
-            if width > 1 {
-                let _ = write!(
-                    texts,
-                    "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\"{}>",
-                    px + CELL_W * width as u32 / 2,
-                    py + BASELINE,
-                    text_attrs(&l)
-                );
-                escape(symbol, &mut texts);
-                texts.push_str("</text>\n");
-                i += 1;
-                continue;
-            }
-            let mut j = i;
-            let mut run = String::new();
-            while j < cells.len() {
-                let (_, c, wd) = cells[j];
-                let s = c.symbol();
-                if wd != 1 || s.trim().is_empty() || block(s).is_some() || look(c, defaults) != l {
-                    break;
-                }
-                run.push_str(s);
-                j += 1;
-            }
-            let _ = write!(
-                texts,
-                "<text x=\"{px}\" y=\"{}\" textLength=\"{}\" lengthAdjust=\"spacingAndGlyphs\"{}>",
-                py + BASELINE,
-                (j - i) as u32 * CELL_W,
-                text_attrs(&l)
-            );
-            escape(&run, &mut texts);
-            texts.push_str("</text>\n");
-            i = j;
-        }
+        draw_row(buf, y, py, defaults, &mut shapes, &mut texts);
     }
     let _ = writeln!(out, "<g shape-rendering=\"crispEdges\">\n{shapes}</g>");
     let _ = writeln!(out, "<g>\n{texts}</g>");
     out.push_str("</svg>\n");
     out
+}
+
+/// Row `y` of `buf` as SVG drawn at height `py`: its background rectangles and block
+/// glyphs onto `shapes`, its text onto `texts` (drawn after every row's shapes, or
+/// after the row's own). Cells of the terminal's own background draw nothing.
+pub(super) fn draw_row(
+    buf: &Buffer,
+    y: u16,
+    py: u32,
+    defaults: Defaults,
+    shapes: &mut String,
+    texts: &mut String,
+) {
+    let area = buf.area;
+    let cells: Vec<(u16, &Cell, usize)> = {
+        let mut v = Vec::new();
+        let mut x = area.left();
+        while x < area.right() {
+            let cell = &buf[(x, y)];
+            let width = cell.symbol().width().max(1);
+            v.push((x - area.left(), cell, width));
+            x += width as u16;
+        }
+        v
+    };
+
+    // Background rectangles, merged along the row.
+    let mut i = 0;
+    while i < cells.len() {
+        let bg = look(cells[i].1, defaults).bg;
+        let start = cells[i].0;
+        let mut end = start + cells[i].2 as u16;
+        let mut j = i + 1;
+        while j < cells.len() && look(cells[j].1, defaults).bg == bg {
+            end = cells[j].0 + cells[j].2 as u16;
+            j += 1;
+        }
+        if bg != defaults.bg {
+            let _ = writeln!(
+                shapes,
+                "<rect x=\"{}\" y=\"{py}\" width=\"{}\" height=\"{CELL_H}\" fill=\"{}\"/>",
+                u32::from(start) * CELL_W,
+                u32::from(end - start) * CELL_W,
+                hex(bg)
+            );
+        }
+        i = j;
+    }
+
+    // Glyphs: block glyphs as rectangles, wide glyphs one by one, and runs of narrow
+    // glyphs of one look stretched to their cells.
+    let mut i = 0;
+    while i < cells.len() {
+        let (x, cell, width) = cells[i];
+        let symbol = cell.symbol();
+        let l = look(cell, defaults);
+        let px = u32::from(x) * CELL_W;
+        if symbol.trim().is_empty() {
+            i += 1;
+            continue;
+        }
+        if let Some(f) = block(symbol) {
+            let _ = write!(
+                shapes,
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"",
+                px + f.left * CELL_W / 8,
+                py + f.top * CELL_H / 8,
+                (f.right - f.left) * CELL_W / 8,
+                (f.bottom - f.top) * CELL_H / 8,
+                hex(l.fg)
+            );
+            if let Some(o) = f.opacity {
+                let _ = write!(shapes, " fill-opacity=\"{o}\"");
+            }
+            shapes.push_str("/>\n");
+            i += 1;
+            continue;
+        }
+        if width > 1 {
+            let _ = write!(
+                texts,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\"{}>",
+                px + CELL_W * width as u32 / 2,
+                py + BASELINE,
+                text_attrs(&l)
+            );
+            escape(symbol, texts);
+            texts.push_str("</text>\n");
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        let mut run = String::new();
+        while j < cells.len() {
+            let (_, c, wd) = cells[j];
+            let s = c.symbol();
+            if wd != 1 || s.trim().is_empty() || block(s).is_some() || look(c, defaults) != l {
+                break;
+            }
+            run.push_str(s);
+            j += 1;
+        }
+        let _ = write!(
+            texts,
+            "<text x=\"{px}\" y=\"{}\" textLength=\"{}\" lengthAdjust=\"spacingAndGlyphs\"{}>",
+            py + BASELINE,
+            (j - i) as u32 * CELL_W,
+            text_attrs(&l)
+        );
+        escape(&run, texts);
+        texts.push_str("</text>\n");
+        i = j;
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! A checked scene: its texts in both languages, its model, the view it opens, the
 //! flash view's block sizes and its steps.
 
+pub use super::grid::{Animation, FlashBlocks};
 use super::script::ScriptStep;
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
@@ -22,13 +23,6 @@ impl Localized {
             Lang::Zh => &self.zh,
         }
     }
-}
-
-/// Block sizes of the flash view's tile grid: `br` query rows by `bc` key columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlashBlocks {
-    pub br: usize,
-    pub bc: usize,
 }
 
 /// What a lesson on a trained model runs: the model, as the command line names it, and
@@ -90,6 +84,7 @@ pub struct Step {
     pub narration: Localized,
     pub dwell_ms: u64,
     pub marker: Option<String>,
+    pub animate: Option<Animation>,
 }
 
 /// A checked scene, ready to play.
@@ -104,6 +99,10 @@ pub struct Scene {
     /// The view the scene opens in.
     pub view: SceneView,
     pub flash: FlashBlocks,
+    /// The file sets `[flash]`: the app plays on these blocks (otherwise it chooses its
+    /// own from the sequence length, the same as `flash` for the scene's model, and
+    /// keeps choosing when the length changes).
+    pub flash_set: bool,
     pub steps: Vec<Step>,
 }
 
@@ -128,6 +127,8 @@ impl Scene {
                 narration: s.narration.get(lang).to_string(),
                 dwell_ms: s.dwell_ms,
                 marker: s.marker.clone(),
+                animate: s.animate,
+                flash_blocks: None,
             })
             .collect();
         if let Some(first) = steps.first_mut() {
@@ -139,6 +140,8 @@ impl Scene {
                 first.show.get_or_insert(ModelShow::Maps);
                 first.intervene.get_or_insert_with(Intervention::default);
             }
+            // The tile grid the scene chose.
+            first.flash_blocks = self.flash_set.then_some(self.flash);
         }
         steps
     }

@@ -8,6 +8,7 @@
 //! Schema for editors.
 
 pub mod builtin;
+pub mod grid;
 pub mod lesson;
 mod load;
 pub mod names;
@@ -21,7 +22,8 @@ pub mod view;
 
 pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
 pub use lesson::{
-    FlashBlocks, Intervention, Localized, Pretrained, PretrainedInput, Scene, SceneModel, Step,
+    Animation, FlashBlocks, Intervention, Localized, Pretrained, PretrainedInput, Scene,
+    SceneModel, Step,
 };
 pub use load::{load, load_file};
 pub use problem::{Problem, SceneError};

@@ -125,4 +125,19 @@ pub struct RawStep {
     /// Seconds on screen at speed 1.
     pub dwell: Option<Spanned<f64>>,
     pub marker: Option<Spanned<String>>,
+    /// Play the view's tiles (flash) or decoding steps (decode) during the step.
+    pub animate: Option<Spanned<RawAnimate>>,
+}
+
+/// `animate = { from = 0, to = 15, rate = 2.0 }`: positions of the view's playback order
+/// (the flash view's tiles in loop order, the decode view's tokens), from 0.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAnimate {
+    /// First position shown (default 0).
+    pub from: Option<Spanned<i64>>,
+    /// Last position shown (default: the last of the view).
+    pub to: Option<Spanned<i64>>,
+    /// Positions per second at speed 1 (default 2).
+    pub rate: Option<Spanned<f64>>,
 }

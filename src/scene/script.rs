@@ -1,6 +1,7 @@
 //! A scene's steps for one language: what a lesson shows at each step, in the scene's
 //! own terms. The app turns these into its own playback steps.
 
+use super::grid::{Animation, FlashBlocks};
 use super::lesson::Intervention;
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
@@ -32,4 +33,8 @@ pub struct ScriptStep {
     pub dwell_ms: u64,
     /// A label for the recording's marker at this step.
     pub marker: Option<String>,
+    /// Play the view's tiles or decoding steps during the step.
+    pub animate: Option<Animation>,
+    /// The flash view's block sizes (set on the first step: the scene's grid).
+    pub flash_blocks: Option<FlashBlocks>,
 }

@@ -1,14 +1,19 @@
 //! Checks of the `[[steps]]` of a scene: names, heads, dwell, the variants view's panel,
-//! and highlights and tiles against the matrices the current view shows.
+//! a trained model's layer, display and interventions, highlights and tiles against the
+//! matrices the current view shows, and animations against the view's tiles or tokens
+//! and the step's dwell.
 
 use toml::Spanned;
 
 use super::names::{stage_from_name, stage_name};
-use super::raw::RawStep;
-use super::validate::{Checker, Current, DEFAULT_DWELL_S, MAX_DWELL_S, Model, Shape, Shown};
+use super::raw::{RawAnimate, RawStep};
+use super::validate::{
+    Checker, Current, DEFAULT_ANIMATE_RATE, DEFAULT_DWELL_S, MAX_ANIMATE_RATE, MAX_DWELL_S, Model,
+    Shape, Shown,
+};
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
-use super::{FlashBlocks, Intervention, Step};
+use super::{Animation, FlashBlocks, Intervention, Step};
 use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{Pipeline, StageId};
 
@@ -238,6 +243,14 @@ impl Checker<'_, '_> {
             },
             None => None,
         };
+        let animate = match &s.animate {
+            Some(a) => {
+                let got = self.animation(i, a, shape, flash, current, dwell_ms);
+                ok &= got.is_some();
+                got
+            }
+            None => None,
+        };
 
         if !ok {
             return None;
@@ -255,6 +268,7 @@ impl Checker<'_, '_> {
             narration: narration?,
             dwell_ms: dwell_ms?,
             marker,
+            animate,
         })
     }
 
@@ -363,6 +377,111 @@ impl Checker<'_, '_> {
             None => None,
         };
         ok.then_some((layer, show, intervene))
+    }
+
+    /// `animate = { from, to, rate }`: the view can play it, the positions exist, and it
+    /// fits in the step's dwell. `None` when it is wrong (reported) or cannot be checked
+    /// because something it depends on is wrong (reported already).
+    fn animation(
+        &mut self,
+        i: usize,
+        raw: &Spanned<RawAnimate>,
+        shape: Option<&Shape>,
+        flash: Option<FlashBlocks>,
+        current: &Current,
+        dwell_ms: Option<u64>,
+    ) -> Option<Animation> {
+        let field = |name: &str| format!("steps[{i}].animate{name}");
+        let a = raw.get_ref();
+        let (shape, view) = match (shape, current.view) {
+            (Some(sh), Shown::Set(v)) => (sh, v),
+            _ => return None,
+        };
+        let (frames, what) = match view {
+            SceneView::Flash => {
+                let flash = flash?;
+                let n = shape.n;
+                (n.div_ceil(flash.br) * n.div_ceil(flash.bc), "tile")
+            }
+            SceneView::Decode => (shape.n, "token"),
+            other => {
+                self.p.on(
+                    raw,
+                    field(""),
+                    format!(
+                        "animate plays the flash view's tiles or the decode view's tokens, but this step shows the {other} view; set view = \"flash\" or view = \"decode\""
+                    ),
+                );
+                return None;
+            }
+        };
+        let last = frames - 1;
+        let mut position = |v: &Option<Spanned<i64>>, name: &str, default: usize| match v {
+            None => Some(default),
+            Some(x) => match usize::try_from(*x.get_ref()) {
+                Ok(k) if k <= last => Some(k),
+                _ => {
+                    self.p.on(
+                        x,
+                        field(&format!(".{name}")),
+                        format!(
+                            "{what} {} does not exist; the {view} view has {frames} {what}s here, numbered 0..={last} in the order it plays them",
+                            x.get_ref()
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let from = position(&a.from, "from", 0);
+        let to = position(&a.to, "to", last);
+        let rate = match &a.rate {
+            None => Some(DEFAULT_ANIMATE_RATE),
+            Some(r) => {
+                let v = *r.get_ref();
+                if v.is_finite() && v > 0.0 && v <= MAX_ANIMATE_RATE {
+                    Some(v)
+                } else {
+                    self.p.on(
+                        r,
+                        field(".rate"),
+                        format!(
+                            "{v} {what}s a second is out of range; expected more than 0 and at most {MAX_ANIMATE_RATE}"
+                        ),
+                    );
+                    None
+                }
+            }
+        };
+        let (from, to, rate) = (from?, to?, rate?);
+        if from > to {
+            let at = a.to.as_ref().map_or(raw.span(), |t| t.span());
+            self.p.at(
+                at,
+                field(".to"),
+                format!("to = {to} comes before from = {from}; the animation plays forwards"),
+            );
+            return None;
+        }
+        let anim = Animation { from, to, rate };
+        let dwell_ms = dwell_ms?;
+        let needs_ms = anim.duration_ms();
+        if needs_ms > dwell_ms as f64 {
+            let count = to - from + 1;
+            self.p.on(
+                raw,
+                field(""),
+                format!(
+                    "{what}s {from}..={to} ({count}) at {rate} a second take {:.2} s, longer than this step's dwell of {} s; set dwell = {} or more, or rate = {} or more",
+                    needs_ms / 1000.0,
+                    dwell_ms as f64 / 1000.0,
+                    (needs_ms / 100.0).ceil() / 10.0,
+                    ((to - from) as f64 * 100_000.0 / dwell_ms as f64).ceil() / 100.0
+                ),
+            );
+            return None;
+        }
+        Some(anim)
     }
 
     /// Two whole numbers >= 0, e.g. a cell `[row, col]`.

@@ -35,6 +35,19 @@ pub const DEFAULT_FLASH_BLOCK: usize = 2;
 pub const MAX_REPEAT: usize = 64;
 /// Most tokens `pad_to` may ask for.
 pub const MAX_PAD_TO: usize = 64;
+/// Tiles or tokens a second of a step's `animate` that does not say.
+pub const DEFAULT_ANIMATE_RATE: f64 = 2.0;
+/// The fastest `animate` plays: the flash view's own top speed.
+pub const MAX_ANIMATE_RATE: f64 = 64.0;
+/// Tiles per side of the flash grid when a scene sets no `[flash]`: the app's own
+/// choice for n tokens, blocks of ceil(n / 4) (`tui::views::flash::default_block`; a test
+/// keeps the two equal).
+pub const DEFAULT_FLASH_TILES_PER_SIDE: usize = 4;
+
+/// The flash view's block size for `n` tokens when a scene does not set one.
+pub fn default_flash_block(n: usize) -> usize {
+    n.div_ceil(DEFAULT_FLASH_TILES_PER_SIDE).max(1)
+}
 
 /// Parse and check a scene's source. `file` is how errors name it.
 pub fn parse(name: &str, file: &str, src: &str) -> Result<Scene, SceneError> {
@@ -178,7 +191,7 @@ impl Checker<'_, '_> {
             Some(v) => self.view(v, "view"),
             None => Some(SceneView::Pipeline),
         };
-        let flash = self.flash(&raw);
+        let flash = self.flash(&raw, shape.as_ref().map_or(1, |s| s.n));
         if raw.steps.get_ref().is_empty() {
             self.p.on(
                 &raw.steps,
@@ -226,6 +239,7 @@ impl Checker<'_, '_> {
             model: model?,
             view: view?,
             flash: flash?,
+            flash_set: raw.flash.is_some(),
             steps: steps.into_iter().collect::<Option<Vec<_>>>()?,
         })
     }
@@ -505,11 +519,11 @@ impl Checker<'_, '_> {
         }
     }
 
-    fn flash(&mut self, raw: &RawScene) -> Option<FlashBlocks> {
+    fn flash(&mut self, raw: &RawScene, n: usize) -> Option<FlashBlocks> {
         let Some(f) = &raw.flash else {
             return Some(FlashBlocks {
-                br: DEFAULT_FLASH_BLOCK,
-                bc: DEFAULT_FLASH_BLOCK,
+                br: default_flash_block(n),
+                bc: default_flash_block(n),
             });
         };
         let f = f.get_ref();

@@ -68,6 +68,15 @@ pub trait View: Sync {
     /// changes.
     fn refresh(&self, _ctx: &mut Context) {}
 
+    /// Positions a scripted step's `animate` plays through, in the view's own order (the
+    /// flash view's tiles in loop order, the decode view's decoding steps); 0: none.
+    fn frames(&self, _ctx: &Context) -> usize {
+        0
+    }
+
+    /// Show position `k` (from 0) of [`View::frames`].
+    fn show_frame(&self, _ctx: &mut Context, _k: usize) {}
+
     /// Does Shift+Left/Right stop at this stage in this view?
     fn steps_stage(&self, _stage: &Stage) -> bool {
         false

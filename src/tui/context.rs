@@ -390,6 +390,9 @@ pub struct Context {
     pub tiles: Vec<(usize, usize)>,
     /// The variants view's panel a script step asked for, until that view takes it.
     pub variant: Option<crate::scene::Variant>,
+    /// Positions a second of the scripted animation while it moves (the step's
+    /// `animate`); the flash view shows it in place of its own speed.
+    pub animation_rate: Option<f64>,
     /// A script's narration; None shows the stage's own.
     pub narration: Option<String>,
     pub status: Option<Status>,

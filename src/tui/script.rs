@@ -5,7 +5,7 @@
 
 use crate::cli::Lang;
 use crate::engine::pipeline::StageId;
-use crate::scene::{self, Intervention, ModelShow, Scene, Variant};
+use crate::scene::{self, Animation, FlashBlocks, Intervention, ModelShow, Scene, Variant};
 use crate::tui::view_kind::ViewKind;
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -34,6 +34,10 @@ pub struct ScriptStep {
     pub dwell_ms: u64,
     /// A label for the recording's marker at this step.
     pub marker: Option<String>,
+    /// Play the view's tiles (flash) or decoding steps (decode) during the step.
+    pub animate: Option<Animation>,
+    /// Use these block sizes in the flash view (the scene's grid, on its first step).
+    pub flash_blocks: Option<FlashBlocks>,
 }
 
 impl From<scene::ScriptStep> for ScriptStep {
@@ -51,6 +55,8 @@ impl From<scene::ScriptStep> for ScriptStep {
             narration: s.narration,
             dwell_ms: s.dwell_ms,
             marker: s.marker,
+            animate: s.animate,
+            flash_blocks: s.flash_blocks,
         }
     }
 }

@@ -107,6 +107,8 @@ pub struct Playback {
     pub speed: f64,
     /// Milliseconds of scene time spent on the current step.
     pub elapsed_ms: f64,
+    /// The position of the current step's animation on screen, if it animates.
+    pub frame: Option<usize>,
 }
 
 /// Speeds that `]` and `[` step through.
@@ -121,6 +123,12 @@ impl Playback {
             Some(0) | None => DEFAULT_DWELL_MS,
             Some(d) => d,
         }
+    }
+
+    /// The current step's animation and the position it should show now.
+    pub fn animation_now(&self) -> Option<(crate::scene::Animation, usize)> {
+        let a = self.steps.get(self.index)?.animate?;
+        Some((a, a.position_at(self.elapsed_ms)))
     }
 
     /// True when the last step has been shown for its whole dwell time.
@@ -180,6 +188,7 @@ impl State {
             highlight: Vec::new(),
             tiles: Vec::new(),
             variant: None,
+            animation_rate: None,
             narration: None,
             status: None,
             scale_change: None,
@@ -249,7 +258,14 @@ impl State {
             .as_ref()
             .filter(|p| p.playing && !p.finished())
             .map(|p| {
-                let left = p.dwell_ms(p.index) as f64 - p.elapsed_ms;
+                // The step's end, or its animation's next position if that comes first.
+                let mut until = p.dwell_ms(p.index) as f64;
+                if let Some((a, k)) = p.animation_now()
+                    && k < a.to
+                {
+                    until = until.min(a.time_of(k + 1));
+                }
+                let left = until - p.elapsed_ms;
                 (left.max(0.0) / p.speed).ceil() as u64
             });
         // The flash view's tiles animate on their own clock.

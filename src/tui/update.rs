@@ -815,8 +815,10 @@ impl State {
                 1.0
             },
             elapsed_ms: 0.0,
+            frame: None,
         });
         apply_step(&mut self, &first);
+        show_animation(&mut self);
         self
     }
 }
@@ -849,6 +851,10 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
             ));
         }
     }
+    if let Some(b) = step.flash_blocks {
+        state.flash.br = Some(b.br);
+        state.flash.bc = Some(b.bc);
+    }
     state.sub = 0;
     state.highlight = step.highlight.clone();
     if let Some(&first) = step.highlight.first() {
@@ -858,6 +864,7 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     if step.variant.is_some() {
         state.variant = step.variant;
     }
+    state.animation_rate = None;
     state.narration = (!step.narration.is_empty()).then(|| step.narration.clone());
     let view = views::current(state);
     view.refresh(state);
@@ -884,8 +891,10 @@ fn goto_step(state: &mut State, k: usize) {
     }
     p.index = k;
     p.elapsed_ms = 0.0;
+    p.frame = None;
     // A step says only what changes, so step k shows what steps 0..=k built up: replay
-    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage).
+    // them in order (jumping back from step 5 to step 2 must not keep step 5's stage),
+    // each earlier animation played to its end, as autoplay leaves it.
     let mut steps: Vec<ScriptStep> = p.steps[..=k].to_vec();
     // A trained model runs again for each change of interventions: apply only the ones
     // in force at step k, and at its first step, rather than each on the way.
@@ -895,8 +904,35 @@ fn goto_step(state: &mut State, k: usize) {
         }
         steps[0].intervene = Some(iv);
     }
-    for step in &steps {
+    for (i, step) in steps.iter().enumerate() {
         apply_step(state, step);
+        if let Some(a) = step.animate
+            && i < k
+        {
+            views::current(state).show_frame(state, a.to);
+        }
+    }
+    show_animation(state);
+}
+
+/// Show the position the current step's animation has reached, if it moved: the view's
+/// tile or token, through the view (the cursor stays the person's between positions).
+fn show_animation(state: &mut State) {
+    let Some((a, k)) = state.script.as_ref().and_then(|p| p.animation_now()) else {
+        return;
+    };
+    let moving = k < a.to && state.script.as_ref().is_some_and(|p| p.playing);
+    state.animation_rate = moving.then_some(a.rate);
+    if state.script.as_ref().and_then(|p| p.frame) == Some(k) {
+        return;
+    }
+    let view = views::current(state);
+    if k < view.frames(state) {
+        view.show_frame(state, k);
+        state.clamp();
+    }
+    if let Some(p) = state.script.as_mut() {
+        p.frame = Some(k);
     }
 }
 
@@ -937,6 +973,12 @@ fn tick(state: &mut State, ms: u64) {
         return;
     }
     p.elapsed_ms += ms as f64 * p.speed;
+    advance(state);
+    show_animation(state);
+}
+
+/// Move on past every step whose dwell the elapsed time has used up.
+fn advance(state: &mut State) {
     loop {
         let Some(p) = state.script.as_mut() else {
             return;
@@ -951,8 +993,14 @@ fn tick(state: &mut State, ms: u64) {
             return;
         }
         let rest = p.elapsed_ms - dwell;
+        let finished = p.steps[p.index].animate;
         p.index += 1;
+        p.frame = None;
         let step = p.steps[p.index].clone();
+        // A tick long enough to pass the step's end passed its animation's end too.
+        if let Some(a) = finished {
+            views::current(state).show_frame(state, a.to);
+        }
         apply_step(state, &step);
         if let Some(p) = state.script.as_mut() {
             p.elapsed_ms = rest;

@@ -363,6 +363,15 @@ impl View for DecodeView {
         }
     }
 
+    /// A scripted animation decodes token by token.
+    fn frames(&self, state: &Context) -> usize {
+        self.grid(state).0
+    }
+
+    fn show_frame(&self, state: &mut Context, k: usize) {
+        step_to(state, k as isize);
+    }
+
     fn subtitle(&self, state: &Context) -> String {
         if state.source.session().is_some() {
             return real::subtitle(state);

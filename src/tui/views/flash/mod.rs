@@ -176,6 +176,17 @@ impl View for FlashView {
         lab(state).map_or((0, 0), |l| (l.tr(), l.tc()))
     }
 
+    /// A scripted animation plays the tiles in the loop order, masked ones included.
+    fn frames(&self, state: &Context) -> usize {
+        lab(state).map_or(0, |l| l.tiles())
+    }
+
+    fn show_frame(&self, state: &mut Context, k: usize) {
+        if let Some(l) = lab(state) {
+            state.cursor = l.tile_at(k);
+        }
+    }
+
     fn subtitle(&self, state: &Context) -> String {
         match lab(state) {
             Some(l) => format!(

@@ -243,7 +243,11 @@ fn render_status(
         TileClass::Partial => "partly masked",
         TileClass::Full => "computed",
     };
-    let play = if c.playing { "playing" } else { "paused" };
+    let (play, rate, lit) = match state.animation_rate {
+        Some(r) => ("lesson", r, true),
+        None if c.playing => ("playing", c.tiles_per_second(), true),
+        None => ("paused", c.tiles_per_second(), false),
+    };
     let wide = area.width >= WIDE;
     let sep = if wide {
         format!(" {} ", state.glyphs.sep)
@@ -282,8 +286,8 @@ fn render_status(
         Span::styled(format!(" (Q{}, K{}) {what}", tile.0, tile.1), t.base),
         Span::styled(sep, t.dim),
         Span::styled(
-            format!("{play} {}/s", significant(c.tiles_per_second(), 3)),
-            if c.playing { t.key } else { t.dim },
+            format!("{play} {}/s", significant(rate, 3)),
+            if lit { t.key } else { t.dim },
         ),
     ];
     Line::from(spans).render(area, buf);
