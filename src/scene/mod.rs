@@ -12,6 +12,7 @@ pub mod grid;
 pub mod lesson;
 mod load;
 pub mod names;
+pub mod pretrained;
 pub mod problem;
 pub mod raw;
 pub mod script;
@@ -21,11 +22,9 @@ pub mod variant;
 pub mod view;
 
 pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
-pub use lesson::{
-    Animation, FlashBlocks, Intervention, Localized, Pretrained, PretrainedInput, Scene,
-    SceneModel, Step,
-};
+pub use lesson::{Animation, FlashBlocks, Localized, Scene, SceneModel, Step};
 pub use load::{load, load_file};
+pub use pretrained::{Intervention, Pretrained, PretrainedInput};
 pub use problem::{Problem, SceneError};
 pub use script::ScriptStep;
 pub use validate::parse;

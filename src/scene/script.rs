@@ -2,7 +2,7 @@
 //! own terms. The app turns these into its own playback steps.
 
 use super::grid::{Animation, FlashBlocks};
-use super::lesson::Intervention;
+use super::pretrained::Intervention;
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use crate::engine::pipeline::StageId;
