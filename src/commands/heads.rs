@@ -29,8 +29,14 @@ struct HeadJson {
 }
 
 /// The default probe: the model's BOS if its tokenizer adds one, then `REPEAT_T` random
-/// non-special ids from ChaCha8(`seed`), then the same ids again.
-pub fn repeated_random(tok: &ModelTokenizer, vocab: usize, seed: u64) -> Result<Vec<u32>> {
+/// non-special ids from ChaCha8(`seed`) (fewer if the model's `context` cannot hold
+/// twice as many, as for a small model `attnviz train` wrote), then the same ids again.
+pub fn repeated_random(
+    tok: &ModelTokenizer,
+    vocab: usize,
+    context: usize,
+    seed: u64,
+) -> Result<Vec<u32>> {
     let vocab = vocab.min(tok.vocab_size());
     let candidates = (0..vocab as u32).filter(|&i| !tok.is_special(i)).count();
     if candidates == 0 {
@@ -44,9 +50,10 @@ pub fn repeated_random(tok: &ModelTokenizer, vocab: usize, seed: u64) -> Result<
     {
         ids.push(bos);
     }
+    let t = REPEAT_T.min(context.saturating_sub(ids.len()) / 2).max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut half = Vec::with_capacity(REPEAT_T);
-    while half.len() < REPEAT_T {
+    let mut half = Vec::with_capacity(t);
+    while half.len() < t {
         let id = rng.random_range(0..vocab as u32);
         if !tok.is_special(id) {
             half.push(id);
@@ -61,7 +68,7 @@ fn probe(m: &LoadedModel, args: &HeadsArgs) -> Result<Vec<u32>> {
     if args.text.is_some() || args.ids.is_some() {
         input_ids(m, args.text.as_deref(), args.ids.as_deref())
     } else {
-        repeated_random(&m.tokenizer, m.config.vocab, args.seed)
+        repeated_random(&m.tokenizer, m.config.vocab, m.config.context, args.seed)
     }
 }
 
@@ -128,7 +135,8 @@ pub fn run(args: &HeadsArgs) -> Result<()> {
         format!("{n} tokens")
     } else {
         format!(
-            "a repeated random sequence ({n} tokens: {REPEAT_T} random ids twice, seed {})",
+            "a repeated random sequence ({n} tokens: {} random ids twice, seed {})",
+            n / 2,
             args.seed
         )
     };
