@@ -96,9 +96,16 @@ fn cross_entropy_gradient_matches_finite_differences() {
 
 #[test]
 fn linear_gradients_match_finite_differences() {
+    // k = 5: the transposed-copy path; k = 32: the strided product (a whole number of
+    // vectors on every tier), with 1 and 3 threads sharing out its rows.
+    for (k, threads) in [(5, 2), (32, 1), (32, 3)] {
+        linear_case(7, k, 9, threads);
+    }
+}
+
+fn linear_case(m: usize, k: usize, n: usize, threads: usize) {
     use attnviz::train::linear::{self, LinearScratch};
-    let (m, k, n) = (7, 5, 9);
-    let mut g = rng(3);
+    let mut g = rng(3 + k as u64);
     let x = randn(m * k, 1.0, &mut g);
     let w = randn(n * k, 1.0, &mut g);
     let b = randn(n, 1.0, &mut g);
@@ -108,14 +115,17 @@ fn linear_gradients_match_finite_differences() {
     assert!(r::worst(&y, &r::linear(&x, m, k, &w, n, Some(&b)), 1e-5, 1e-5).0 <= 1.0);
     let (mut dx, mut dw, mut db) = (vec![0.0f32; m * k], vec![0.0f32; n * k], vec![0.0f32; n]);
     let mut scr = LinearScratch::default();
-    linear::backward(&f32s(&dy), &f32s(&x), m, k, &f32s(&w), n, Some(&mut dx), &mut dw, Some(&mut db), &mut scr, 2)
+    dx.iter_mut().for_each(|v| *v = 0.5);
+    linear::backward(&f32s(&dy), &f32s(&x), m, k, &f32s(&w), n, Some(&mut dx), &mut dw, Some(&mut db), &mut scr, threads)
         .unwrap();
+    // dx is added to what was there.
+    dx.iter_mut().for_each(|v| *v -= 0.5);
     let nx = r::numeric_grad(&x, 1e-6, |x| dot(&r::linear(x, m, k, &w, n, Some(&b)), &dy));
     let nw = r::numeric_grad(&w, 1e-6, |w| dot(&r::linear(&x, m, k, w, n, Some(&b)), &dy));
     let nb = r::numeric_grad(&b, 1e-6, |b| dot(&r::linear(&x, m, k, &w, n, Some(b)), &dy));
     for (name, a, want) in [("dx", &dx, &nx), ("dw", &dw, &nw), ("db", &db, &nb)] {
         let (e, i) = r::worst(a, want, 1e-4, 1e-4);
-        assert!(e <= 1.0, "{name}[{i}]: {} vs {}", a[i], want[i]);
+        assert!(e <= 1.0, "k {k}, {threads} threads: {name}[{i}]: {} vs {}", a[i], want[i]);
     }
 }
 
@@ -131,11 +141,13 @@ fn embedding_gradient_adds_rows_per_token_and_position() {
     assert_eq!(&dwpe[0..2], &[6.0, 8.0]);
 }
 
-fn tiny() -> (Layout, Vec<f64>, attnviz::train::Batch) {
+/// d_model 8 takes the linear layers' transposed-copy path on AVX-512; 16 the strided
+/// product on every x86 tier.
+fn tiny(d_model: usize) -> (Layout, Vec<f64>, attnviz::train::Batch) {
     let shape = ModelShape {
         layers: 2,
         heads: 2,
-        d_model: 8,
+        d_model,
         context: 6,
         vocab: 7,
     };
@@ -155,7 +167,13 @@ fn tiny() -> (Layout, Vec<f64>, attnviz::train::Batch) {
 
 #[test]
 fn model_gradient_matches_finite_differences_of_the_f64_model() {
-    let (l, p, b) = tiny();
+    for d in [8, 16] {
+        model_gradient_case(d);
+    }
+}
+
+fn model_gradient_case(d: usize) {
+    let (l, p, b) = tiny(d);
     let pf = f32s(&p);
     let mut cache = Cache::default();
     let loss = model::forward(&l, &pf, &b.tokens, &b.targets, 2, 2, &mut cache).unwrap();
@@ -167,14 +185,14 @@ fn model_gradient_matches_finite_differences_of_the_f64_model() {
     for t in &l.tensors {
         let (e, i) = r::worst(&grads[t.range.clone()], &num[t.range.clone()], 2e-5, 2e-3);
         let j = t.range.start + i;
-        assert!(e <= 1.0, "{} [{i}]: {} vs {}", t.name, grads[j], num[j]);
+        assert!(e <= 1.0, "d_model {d}, {} [{i}]: {} vs {}", t.name, grads[j], num[j]);
     }
     assert!(num.iter().filter(|g| g.abs() > 1e-4).count() > l.total / 2);
 }
 
 #[test]
 fn one_training_step_matches_an_f64_step() {
-    let (l, p, b) = tiny();
+    let (l, p, b) = tiny(16);
     // A larger eps keeps the first Adam step m / sqrt(v) = sign(g) smooth in g, so the
     // comparison measures the step, not the sign of gradients that are nearly 0.
     let opt = AdamW {

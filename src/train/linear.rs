@@ -1,14 +1,23 @@
-//! A linear layer y = x W^T + b and its gradients, every product on the model forward's
-//! register-blocked kernel ([`crate::model::gemm::matmul_nt`], y = x w^T):
+//! A linear layer y = x W^T + b and its gradients on the project's register-blocked
+//! products:
 //!
-//! - forward: y = x W^T, W [n, k] read in place;
-//! - dx = dy W = dy (W^T)^T: the same product with W^T [k, n] as its w;
-//! - dW = dy^T x: the same product of dy^T [n, m] and x^T [k, m], the sum over the m
-//!   tokens running in order, so the bits do not depend on the thread count.
+//! - forward: y = x W^T on the model forward's kernel ([`crate::model::gemm::matmul_nt`]),
+//!   W [n, k] read in place;
+//! - backward: the backward tile's general product C (+)= A B ([`crate::kernel::gemm`]),
+//!   which reads A at any stride: dx += dy W (A = dy, B = W) and dW = dy^T x (A = dy read
+//!   column by column, B = x), with no transposed copies; the rows of C are shared out
+//!   among the threads, and every sum runs over its inner index in order, so the bits do
+//!   not depend on the thread count.
 //!
-//! The transposes are O(m (n + k)) copies beside the O(m n k) products.
+//! That product needs rows of whole vectors (k a multiple of the SIMD width); other k
+//! (tiny test shapes) take the forward's kernel on transposed copies instead.
+
+use pulp::{Simd, WithSimd};
+use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::kernel::gemm::{Dims, MatA, gemm};
+use crate::kernel::{Tier, thread_pool};
 use crate::model::gemm::matmul_nt;
 
 use super::ops::{add_col_sums, transpose};
@@ -61,6 +70,21 @@ pub fn backward(
     scr: &mut LinearScratch,
     threads: usize,
 ) -> Result<()> {
+    let tier = Tier::detect();
+    if k.is_multiple_of(tier.lanes()) {
+        if let Some(dx) = dx {
+            // dx [m, k] += dy [m, n] W [n, k].
+            let a = MatA { a: dy, rs: n, cs: 1 };
+            product(tier, a, w, dx, Dims { m, n: k, k: n, ldb: k, ldc: k }, true, threads)?;
+        }
+        // dW [n, k] = dy^T [n, m] x [m, k].
+        let a = MatA { a: dy, rs: 1, cs: n };
+        product(tier, a, x, dw, Dims { m: n, n: k, k: m, ldb: k, ldc: k }, false, threads)?;
+        if let Some(db) = db {
+            add_col_sums(dy, n, db);
+        }
+        return Ok(());
+    }
     if let Some(dx) = dx {
         let wt = grown(&mut scr.wt, k * n);
         transpose(w, n, k, wt);
@@ -79,4 +103,58 @@ pub fn backward(
         add_col_sums(dy, n, db);
     }
     Ok(())
+}
+
+/// C (+)= A B with the rows of C split among `threads` workers.
+fn product(
+    tier: Tier,
+    a: MatA<'_>,
+    b: &[f32],
+    c: &mut [f32],
+    dims: Dims,
+    accumulate: bool,
+    threads: usize,
+) -> Result<()> {
+    if dims.m == 0 {
+        return Ok(());
+    }
+    let parts = threads.clamp(1, dims.m.div_ceil(6));
+    let rows = dims.m.div_ceil(parts);
+    let job = |(i, c): (usize, &mut [f32])| {
+        let r0 = i * rows;
+        let m = rows.min(dims.m - r0);
+        tier.dispatch(Product {
+            a: MatA {
+                a: &a.a[r0 * a.rs..],
+                ..a
+            },
+            b,
+            c,
+            dims: Dims { m, ..dims },
+            accumulate,
+        });
+    };
+    let c = &mut c[..dims.m * dims.ldc];
+    if parts == 1 {
+        job((0, c));
+    } else {
+        thread_pool(parts)?.install(|| c.par_chunks_mut(rows * dims.ldc).enumerate().for_each(job));
+    }
+    Ok(())
+}
+
+struct Product<'a> {
+    a: MatA<'a>,
+    b: &'a [f32],
+    c: &'a mut [f32],
+    dims: Dims,
+    accumulate: bool,
+}
+
+impl WithSimd for Product<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        gemm(s, self.a, self.b, self.c, self.dims, self.accumulate);
+    }
 }

@@ -6,6 +6,11 @@
 //! thread count (they run on the calling thread: at these sizes they are a few percent
 //! of a step).
 
+use pulp::{Simd, WithSimd};
+
+use crate::kernel::Tier;
+use crate::kernel::exp::exp2;
+
 /// LayerNorm epsilon, GPT-2's (`layer_norm_epsilon` in config.json).
 pub const LN_EPS: f32 = 1e-5;
 
@@ -69,19 +74,60 @@ pub fn layer_norm_backward(
 const GELU_C: f32 = 0.797_884_6; // sqrt(2 / pi)
 const GELU_A: f32 = 0.044_715;
 
-/// GPT-2's GELU (`gelu_new`): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+/// GPT-2's GELU (`gelu_new`): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), vectorised
+/// (tanh from the kernel's 2^x; libm's tanhf was a quarter of a training step).
 pub fn gelu(x: &[f32], y: &mut [f32]) {
-    for (yv, &v) in y.iter_mut().zip(x) {
-        *yv = 0.5 * v * (1.0 + (GELU_C * (v + GELU_A * v * v * v)).tanh());
-    }
+    Tier::detect().dispatch(Gelu { x, g: y, backward: false });
 }
 
-/// dx = dy * gelu'(x), in place over `dy`.
+/// dx = dy * gelu'(x), in place over `dy`:
+/// gelu' = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2).
 pub fn gelu_backward(x: &[f32], dy: &mut [f32]) {
-    for (g, &v) in dy.iter_mut().zip(x) {
-        let t = (GELU_C * (v + GELU_A * v * v * v)).tanh();
-        let dt = (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * v * v);
-        *g *= 0.5 * (1.0 + t) + 0.5 * v * dt;
+    Tier::detect().dispatch(Gelu { x, g: dy, backward: true });
+}
+
+struct Gelu<'a> {
+    x: &'a [f32],
+    /// The output (forward) or dy, overwritten with dx (backward).
+    g: &'a mut [f32],
+    backward: bool,
+}
+
+impl WithSimd for Gelu<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        let lanes = S::F32_LANES;
+        let n = self.x.len().min(self.g.len());
+        let (c, a) = (s.splat_f32s(GELU_C), s.splat_f32s(GELU_A));
+        let (one, half) = (s.splat_f32s(1.0), s.splat_f32s(0.5));
+        let zero = s.splat_f32s(0.0);
+        let m2log2e = s.splat_f32s(-2.0 * std::f32::consts::LOG2_E);
+        let a3 = s.splat_f32s(3.0 * GELU_A);
+        let mut i = 0;
+        while i < n {
+            let w = lanes.min(n - i);
+            let x = s.partial_load_f32s(&self.x[i..i + w]);
+            let x2 = s.mul_f32s(x, x);
+            let u = s.mul_f32s(c, s.mul_add_e_f32s(s.mul_f32s(a, x2), x, x));
+            // tanh u = sign(u) (1 - e) / (1 + e), e = exp(-2 |u|) <= 1: no overflow.
+            let e = exp2(s, s.mul_f32s(s.abs_f32s(u), m2log2e));
+            let t = s.div_f32s(s.sub_f32s(one, e), s.add_f32s(one, e));
+            let t = s.select_f32s(s.greater_than_or_equal_f32s(u, zero), t, s.neg_f32s(t));
+            let out = if self.backward {
+                let dy = s.partial_load_f32s(&self.g[i..i + w]);
+                let dt = s.mul_f32s(
+                    s.mul_f32s(s.sub_f32s(one, s.mul_f32s(t, t)), c),
+                    s.mul_add_e_f32s(a3, x2, one),
+                );
+                let d = s.mul_f32s(half, s.add_f32s(s.add_f32s(one, t), s.mul_f32s(x, dt)));
+                s.mul_f32s(dy, d)
+            } else {
+                s.mul_f32s(s.mul_f32s(half, x), s.add_f32s(one, t))
+            };
+            s.partial_store_f32s(&mut self.g[i..i + w], out);
+            i += w;
+        }
     }
 }
 
