@@ -25,6 +25,11 @@ import numpy as np
 import torch
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
+# The CPU-stubbed torch of the bench-anchors README has no CUDA runtime behind its stubs;
+# transformers asks whether a CUDA graph is being captured on every forward.
+torch.cuda.is_current_stream_capturing = lambda: False
+torch.cuda.graphs.is_current_stream_capturing = lambda: False
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 

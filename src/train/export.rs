@@ -45,6 +45,10 @@ pub fn write_hf_gpt2(dir: &Path, layout: &Layout, params: &[f32], vocab: Vocab) 
         "embd_pdrop": 0.0,
         "attn_pdrop": 0.0,
         "tie_word_embeddings": true,
+        // No BOS/EOS: the vocabulary is the task's tokens only (GPT-2's default 50256 is
+        // outside it).
+        "bos_token_id": null,
+        "eos_token_id": null,
         "torch_dtype": "float32",
     });
     write(dir, "config.json", serde_json::to_string_pretty(&config).unwrap_or_default().as_bytes())?;
