@@ -33,7 +33,11 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
     ("kernel/", "tui/", "the kernel has no terminal code"),
     ("model/", "tui/", "the model code has no terminal code"),
     ("train/", "tui/", "the training engine has no terminal code"),
-    ("train/", "widgets/", "the training engine has no terminal code"),
+    (
+        "train/",
+        "widgets/",
+        "the training engine has no terminal code",
+    ),
     (
         "train/",
         "commands/",

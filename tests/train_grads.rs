@@ -18,7 +18,9 @@ fn rng(seed: u64) -> ChaCha8Rng {
 }
 
 fn randn(n: usize, std: f64, g: &mut ChaCha8Rng) -> Vec<f64> {
-    (0..n).map(|_| std * (g.random::<f64>() * 2.0 - 1.0) * 1.7).collect()
+    (0..n)
+        .map(|_| std * (g.random::<f64>() * 2.0 - 1.0) * 1.7)
+        .collect()
 }
 
 fn f32s(x: &[f64]) -> Vec<f32> {
@@ -48,7 +50,16 @@ fn layer_norm_gradients_match_finite_differences() {
     let want = r::layer_norm(&x, d, &gain, &bias);
     assert!(r::worst(&y, &want, 1e-5, 1e-5).0 <= 1.0);
     let (mut dx, mut dg, mut db) = (vec![0.0f32; m * d], vec![0.0f32; d], vec![0.0f32; d]);
-    ops::layer_norm_backward(&f32s(&w), &f32s(&x), d, &f32s(&gain), &st, &mut dx, &mut dg, &mut db);
+    ops::layer_norm_backward(
+        &f32s(&w),
+        &f32s(&x),
+        d,
+        &f32s(&gain),
+        &st,
+        &mut dx,
+        &mut dg,
+        &mut db,
+    );
     let nx = r::numeric_grad(&x, 1e-6, |x| dot(&r::layer_norm(x, d, &gain, &bias), &w));
     let ng = r::numeric_grad(&gain, 1e-6, |gn| dot(&r::layer_norm(&x, d, gn, &bias), &w));
     let nb = r::numeric_grad(&bias, 1e-6, |b| dot(&r::layer_norm(&x, d, &gain, b), &w));
@@ -67,7 +78,10 @@ fn gelu_gradient_matches_finite_differences() {
     assert!(r::worst(&y, &want, 1e-6, 1e-5).0 <= 1.0);
     let mut dy = vec![1.0f32; x.len()];
     ops::gelu_backward(&f32s(&x), &mut dy);
-    let num: Vec<f64> = x.iter().map(|&v| (r::gelu(v + 1e-6) - r::gelu(v - 1e-6)) / 2e-6).collect();
+    let num: Vec<f64> = x
+        .iter()
+        .map(|&v| (r::gelu(v + 1e-6) - r::gelu(v - 1e-6)) / 2e-6)
+        .collect();
     let (e, i) = r::worst(&dy, &num, 1e-5, 1e-5);
     assert!(e <= 1.0, "x = {}: {} vs {}", x[i], dy[i], num[i]);
 }
@@ -116,8 +130,20 @@ fn linear_case(m: usize, k: usize, n: usize, threads: usize) {
     let (mut dx, mut dw, mut db) = (vec![0.0f32; m * k], vec![0.0f32; n * k], vec![0.0f32; n]);
     let mut scr = LinearScratch::default();
     dx.iter_mut().for_each(|v| *v = 0.5);
-    linear::backward(&f32s(&dy), &f32s(&x), m, k, &f32s(&w), n, Some(&mut dx), &mut dw, Some(&mut db), &mut scr, threads)
-        .unwrap();
+    linear::backward(
+        &f32s(&dy),
+        &f32s(&x),
+        m,
+        k,
+        &f32s(&w),
+        n,
+        Some(&mut dx),
+        &mut dw,
+        Some(&mut db),
+        &mut scr,
+        threads,
+    )
+    .unwrap();
     // dx is added to what was there.
     dx.iter_mut().for_each(|v| *v -= 0.5);
     let nx = r::numeric_grad(&x, 1e-6, |x| dot(&r::linear(x, m, k, &w, n, Some(&b)), &dy));
@@ -125,7 +151,12 @@ fn linear_case(m: usize, k: usize, n: usize, threads: usize) {
     let nb = r::numeric_grad(&b, 1e-6, |b| dot(&r::linear(&x, m, k, &w, n, Some(b)), &dy));
     for (name, a, want) in [("dx", &dx, &nx), ("dw", &dw, &nw), ("db", &db, &nb)] {
         let (e, i) = r::worst(a, want, 1e-4, 1e-4);
-        assert!(e <= 1.0, "k {k}, {threads} threads: {name}[{i}]: {} vs {}", a[i], want[i]);
+        assert!(
+            e <= 1.0,
+            "k {k}, {threads} threads: {name}[{i}]: {} vs {}",
+            a[i],
+            want[i]
+        );
     }
 }
 
@@ -185,7 +216,13 @@ fn model_gradient_case(d: usize) {
     for t in &l.tensors {
         let (e, i) = r::worst(&grads[t.range.clone()], &num[t.range.clone()], 2e-5, 2e-3);
         let j = t.range.start + i;
-        assert!(e <= 1.0, "d_model {d}, {} [{i}]: {} vs {}", t.name, grads[j], num[j]);
+        assert!(
+            e <= 1.0,
+            "d_model {d}, {} [{i}]: {} vs {}",
+            t.name,
+            grads[j],
+            num[j]
+        );
     }
     assert!(num.iter().filter(|g| g.abs() > 1e-4).count() > l.total / 2);
 }
@@ -226,6 +263,18 @@ fn one_training_step_matches_an_f64_step() {
         }
     }
     let (e, i) = r::worst(&pf, &want, 2e-6, 1e-5);
-    assert!(e <= 1.0, "parameter {i}: {} vs {} (before {})", pf[i], want[i], p[i]);
-    assert!(pf.iter().zip(&f64s(&f32s(&p))).filter(|(a, b)| (**a as f64 - **b).abs() > 1e-4).count() > l.total / 2);
+    assert!(
+        e <= 1.0,
+        "parameter {i}: {} vs {} (before {})",
+        pf[i],
+        want[i],
+        p[i]
+    );
+    assert!(
+        pf.iter()
+            .zip(&f64s(&f32s(&p)))
+            .filter(|(a, b)| (**a as f64 - **b).abs() > 1e-4)
+            .count()
+            > l.total / 2
+    );
 }

@@ -74,7 +74,10 @@ fn a_short_byte_level_run_learns_a_repetitive_text() {
     assert!(last.loss < 0.5 * first.loss, "{first:?} -> {last:?}");
     let snap = t.snapshot();
     assert_eq!(snap.history.len(), 2);
-    assert_eq!((snap.maps.len(), snap.maps[0].len(), snap.maps[0][0].len()), (2, 2, 16 * 16));
+    assert_eq!(
+        (snap.maps.len(), snap.maps[0].len(), snap.maps[0][0].len()),
+        (2, 2, 16 * 16)
+    );
     for row in snap.maps[1][0].chunks(16) {
         let s: f32 = row.iter().sum();
         assert!((s - 1.0).abs() < 1e-4, "{s}");
@@ -101,7 +104,11 @@ fn the_saved_folder_opens_in_attnviz_with_the_trainers_attention() {
     for (l, layer) in out.attention.iter().enumerate() {
         for (h, mine) in snap.maps[l].iter().enumerate() {
             let theirs = &layer[h * 256..(h + 1) * 256];
-            let worst = mine.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            let worst = mine
+                .iter()
+                .zip(theirs)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
             assert!(worst < 1e-5, "layer {l} head {h}: {worst}");
         }
     }
@@ -114,19 +121,61 @@ fn attnviz() -> Command {
 #[test]
 fn train_json_prints_one_object_per_evaluation() {
     let out = attnviz()
-        .args(["train", "--layers", "1", "--heads", "2", "--d-model", "8", "--context", "8"])
-        .args(["--vocab", "6", "--batch", "2", "--steps", "4", "--eval-every", "2", "--json"])
+        .args([
+            "train",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--d-model",
+            "8",
+            "--context",
+            "8",
+        ])
+        .args([
+            "--vocab",
+            "6",
+            "--batch",
+            "2",
+            "--steps",
+            "4",
+            "--eval-every",
+            "2",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.iter().map(|v| v["step"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 2, 4]);
-    for k in ["loss", "loss_repeated", "loss_other", "induction_max", "prev_token_max", "ms_per_step"] {
-        assert!(lines.iter().all(|v| v[k].as_f64().is_some_and(f64::is_finite)), "{k}");
+    assert_eq!(
+        lines
+            .iter()
+            .map(|v| v["step"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [0, 2, 4]
+    );
+    for k in [
+        "loss",
+        "loss_repeated",
+        "loss_other",
+        "induction_max",
+        "prev_token_max",
+        "ms_per_step",
+    ] {
+        assert!(
+            lines
+                .iter()
+                .all(|v| v[k].as_f64().is_some_and(f64::is_finite)),
+            "{k}"
+        );
     }
 }
 
@@ -142,12 +191,20 @@ fn bad_train_flags_exit_2_naming_the_flag() {
         (&["--vocab", "1"], "--vocab"),
         (&["--threads", "0"], "--threads"),
         (&["--layers", "-1"], "--layers"),
-        (&["--text", "/nonexistent/file.txt"], "/nonexistent/file.txt"),
+        (
+            &["--text", "/nonexistent/file.txt"],
+            "/nonexistent/file.txt",
+        ),
         (&["--text", "Cargo.toml", "--vocab", "64"], "--vocab"),
         (&["--task", "induction", "--text", "Cargo.toml"], "--text"),
     ];
     for (args, needle) in cases {
-        let out = attnviz().arg("train").args(*args).arg("--json").output().unwrap();
+        let out = attnviz()
+            .arg("train")
+            .args(*args)
+            .arg("--json")
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");

@@ -104,7 +104,13 @@ fn report(r: &EvalRecord, json: bool) -> Result<()> {
     }
     output::println(&format!(
         "step {:>6}  loss {:.3}  repeated {:.3}  other {:.3}  induction {:.2}  prev-token {:.2}  {:.1} ms/step",
-        r.step, r.loss, r.loss_repeated, r.loss_other, r.induction_max, r.prev_token_max, r.ms_per_step
+        r.step,
+        r.loss,
+        r.loss_repeated,
+        r.loss_other,
+        r.induction_max,
+        r.prev_token_max,
+        r.ms_per_step
     ))
 }
 
@@ -114,7 +120,13 @@ fn bench(cfg: TrainConfig, source: Source, n: usize, json: bool) -> Result<()> {
         return Err(Error::usage("--bench-steps must be at least 1"));
     }
     let threads = cfg.threads;
-    let mut tr = Trainer::new(TrainConfig { steps: n + 3, ..cfg }, source)?;
+    let mut tr = Trainer::new(
+        TrainConfig {
+            steps: n + 3,
+            ..cfg
+        },
+        source,
+    )?;
     let mut times = Vec::with_capacity(n);
     for i in 0..n + 3 {
         let t0 = std::time::Instant::now();
@@ -133,6 +145,8 @@ fn bench(cfg: TrainConfig, source: Source, n: usize, json: bool) -> Result<()> {
         };
         output::println(&serde_json::to_string(&j).map_err(|e| Error::Internal(e.to_string()))?)
     } else {
-        output::println(&format!("{ms:.2} ms per step (median of {n}, {threads} threads)"))
+        output::println(&format!(
+            "{ms:.2} ms per step (median of {n}, {threads} threads)"
+        ))
     }
 }

@@ -24,16 +24,21 @@ pub const MIN_SPAN: usize = 4;
 /// Where the sequences come from.
 #[derive(Debug, Clone)]
 pub enum Source {
-    Induction { vocab: usize },
+    Induction {
+        vocab: usize,
+    },
     /// A file's bytes (vocab 256).
-    Text { bytes: Vec<u8> },
+    Text {
+        bytes: Vec<u8>,
+    },
 }
 
 impl Source {
     /// A text file for `--text`, refused if it cannot fill one sequence of `context` + 1
     /// bytes.
     pub fn text(path: &Path, context: usize) -> Result<Source> {
-        let bytes = std::fs::read(path).map_err(|e| Error::file(path, format!("cannot read it: {e}")))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| Error::file(path, format!("cannot read it: {e}")))?;
         if bytes.len() < context + 1 {
             return Err(Error::file(
                 path,
@@ -162,7 +167,10 @@ pub fn probe(source: &Source, context: usize, seed: u64) -> Vec<u32> {
         }
         Source::Text { bytes } => {
             let start = rng.random_range(0..=bytes.len() - half);
-            bytes[start..start + half].iter().map(|&b| b as u32).collect()
+            bytes[start..start + half]
+                .iter()
+                .map(|&b| b as u32)
+                .collect()
         }
     };
     let mut p: Vec<u32> = first.iter().chain(&first).copied().collect();
@@ -197,7 +205,10 @@ mod tests {
             }
         }
         assert!(spans.len() > 5, "span lengths vary: {spans:?}");
-        assert_eq!(Sampler::new(Source::Induction { vocab: 16 }, 32, 5).next(50), b);
+        assert_eq!(
+            Sampler::new(Source::Induction { vocab: 16 }, 32, 5).next(50),
+            b
+        );
     }
 
     #[test]

@@ -27,7 +27,8 @@ pub enum Vocab {
 
 /// Writes the folder `dir` (created if missing; files of the same names replaced).
 pub fn write_hf_gpt2(dir: &Path, layout: &Layout, params: &[f32], vocab: Vocab) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, format!("cannot create the folder: {e}")))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::file(dir, format!("cannot create the folder: {e}")))?;
     let s = layout.shape;
     let config = json!({
         "model_type": "gpt2",
@@ -51,12 +52,24 @@ pub fn write_hf_gpt2(dir: &Path, layout: &Layout, params: &[f32], vocab: Vocab) 
         "eos_token_id": null,
         "torch_dtype": "float32",
     });
-    write(dir, "config.json", serde_json::to_string_pretty(&config).unwrap_or_default().as_bytes())?;
+    write(
+        dir,
+        "config.json",
+        serde_json::to_string_pretty(&config)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
     let tok = match vocab {
         Vocab::Numbers => numbers_tokenizer(s.vocab),
         Vocab::Bytes => bytes_tokenizer(),
     };
-    write(dir, "tokenizer.json", serde_json::to_string_pretty(&tok).unwrap_or_default().as_bytes())?;
+    write(
+        dir,
+        "tokenizer.json",
+        serde_json::to_string_pretty(&tok)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
     // Each tensor's little-endian bytes, Conv1D weights transposed to [in, out].
     let mut blobs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
     for t in &layout.tensors {
@@ -110,7 +123,8 @@ fn numbers_tokenizer(vocab: usize) -> serde_json::Value {
 /// GPT-2's byte -> printable character table (`bytes_to_unicode` in its encoder.py):
 /// printable Latin-1 bytes stand for themselves, the others for 256 + n in order.
 pub fn byte_chars() -> Vec<char> {
-    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
     let mut n = 0;
     (0..256u32)
         .map(|b| {

@@ -74,12 +74,48 @@ pub fn backward(
     if k.is_multiple_of(tier.lanes()) {
         if let Some(dx) = dx {
             // dx [m, k] += dy [m, n] W [n, k].
-            let a = MatA { a: dy, rs: n, cs: 1 };
-            product(tier, a, w, dx, Dims { m, n: k, k: n, ldb: k, ldc: k }, true, threads)?;
+            let a = MatA {
+                a: dy,
+                rs: n,
+                cs: 1,
+            };
+            product(
+                tier,
+                a,
+                w,
+                dx,
+                Dims {
+                    m,
+                    n: k,
+                    k: n,
+                    ldb: k,
+                    ldc: k,
+                },
+                true,
+                threads,
+            )?;
         }
         // dW [n, k] = dy^T [n, m] x [m, k].
-        let a = MatA { a: dy, rs: 1, cs: n };
-        product(tier, a, x, dw, Dims { m: n, n: k, k: m, ldb: k, ldc: k }, false, threads)?;
+        let a = MatA {
+            a: dy,
+            rs: 1,
+            cs: n,
+        };
+        product(
+            tier,
+            a,
+            x,
+            dw,
+            Dims {
+                m: n,
+                n: k,
+                k: m,
+                ldb: k,
+                ldc: k,
+            },
+            false,
+            threads,
+        )?;
         if let Some(db) = db {
             add_col_sums(dy, n, db);
         }

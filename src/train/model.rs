@@ -143,15 +143,38 @@ pub fn forward(
     cache.tokens.extend_from_slice(tokens);
     cache.blocks.resize_with(s.layers, BlockActs::default);
     let mut x = vec![0.0f32; m * d];
-    ops::embed(tokens, &p[layout.wte.clone()], &p[layout.wpe.clone()], t, d, &mut x);
+    ops::embed(
+        tokens,
+        &p[layout.wte.clone()],
+        &p[layout.wpe.clone()],
+        t,
+        d,
+        &mut x,
+    );
     for (lr, a) in layout.layers.iter().zip(cache.blocks.iter_mut()) {
         sized(&mut a.st1, m);
         sized(&mut a.h1, m * d);
-        ops::layer_norm(&x, d, &p[lr.ln1_g.clone()], &p[lr.ln1_b.clone()], &mut a.h1, &mut a.st1);
+        ops::layer_norm(
+            &x,
+            d,
+            &p[lr.ln1_g.clone()],
+            &p[lr.ln1_b.clone()],
+            &mut a.h1,
+            &mut a.st1,
+        );
         a.x_in.clear();
         a.x_in.extend_from_slice(&x);
         let mut qkv = vec![0.0f32; m * 3 * d];
-        linear::forward(&a.h1, m, d, &p[lr.qkv_w.clone()], 3 * d, Some(&p[lr.qkv_b.clone()]), &mut qkv, threads)?;
+        linear::forward(
+            &a.h1,
+            m,
+            d,
+            &p[lr.qkv_w.clone()],
+            3 * d,
+            Some(&p[lr.qkv_b.clone()]),
+            &mut qkv,
+            threads,
+        )?;
         for (part, buf) in [&mut a.q, &mut a.k, &mut a.v].into_iter().enumerate() {
             sized(buf, m * d);
             heads.split(&qkv, 3, part, buf);
@@ -162,7 +185,16 @@ pub fn forward(
         sized(&mut a.y, m * d);
         heads.merge(&a.o, 1, 0, &mut a.y);
         let mut proj = vec![0.0f32; m * d];
-        linear::forward(&a.y, m, d, &p[lr.proj_w.clone()], d, Some(&p[lr.proj_b.clone()]), &mut proj, threads)?;
+        linear::forward(
+            &a.y,
+            m,
+            d,
+            &p[lr.proj_w.clone()],
+            d,
+            Some(&p[lr.proj_b.clone()]),
+            &mut proj,
+            threads,
+        )?;
         for (xv, pv) in x.iter_mut().zip(&proj) {
             *xv += pv;
         }
@@ -170,22 +202,63 @@ pub fn forward(
         a.x_mid.extend_from_slice(&x);
         sized(&mut a.st2, m);
         sized(&mut a.h2, m * d);
-        ops::layer_norm(&x, d, &p[lr.ln2_g.clone()], &p[lr.ln2_b.clone()], &mut a.h2, &mut a.st2);
+        ops::layer_norm(
+            &x,
+            d,
+            &p[lr.ln2_g.clone()],
+            &p[lr.ln2_b.clone()],
+            &mut a.h2,
+            &mut a.st2,
+        );
         sized(&mut a.f, m * f);
-        linear::forward(&a.h2, m, d, &p[lr.fc_w.clone()], f, Some(&p[lr.fc_b.clone()]), &mut a.f, threads)?;
+        linear::forward(
+            &a.h2,
+            m,
+            d,
+            &p[lr.fc_w.clone()],
+            f,
+            Some(&p[lr.fc_b.clone()]),
+            &mut a.f,
+            threads,
+        )?;
         sized(&mut a.g, m * f);
         ops::gelu(&a.f, &mut a.g);
-        linear::forward(&a.g, m, f, &p[lr.out_w.clone()], d, Some(&p[lr.out_b.clone()]), &mut proj, threads)?;
+        linear::forward(
+            &a.g,
+            m,
+            f,
+            &p[lr.out_w.clone()],
+            d,
+            Some(&p[lr.out_b.clone()]),
+            &mut proj,
+            threads,
+        )?;
         for (xv, pv) in x.iter_mut().zip(&proj) {
             *xv += pv;
         }
     }
     sized(&mut cache.stf, m);
     sized(&mut cache.hf, m * d);
-    ops::layer_norm(&x, d, &p[layout.lnf_g.clone()], &p[layout.lnf_b.clone()], &mut cache.hf, &mut cache.stf);
+    ops::layer_norm(
+        &x,
+        d,
+        &p[layout.lnf_g.clone()],
+        &p[layout.lnf_b.clone()],
+        &mut cache.hf,
+        &mut cache.stf,
+    );
     cache.x_final = x;
     sized(&mut cache.dlogits, m * v);
-    linear::forward(&cache.hf, m, d, &p[layout.wte.clone()], v, None, &mut cache.dlogits, threads)?;
+    linear::forward(
+        &cache.hf,
+        m,
+        d,
+        &p[layout.wte.clone()],
+        v,
+        None,
+        &mut cache.dlogits,
+        threads,
+    )?;
     sized(&mut cache.losses, m);
     ops::cross_entropy(&mut cache.dlogits, v, targets, &mut cache.losses);
     let mean = cache.losses.iter().map(|&l| l as f64).sum::<f64>() / m as f64;
@@ -199,7 +272,13 @@ pub fn forward(
 
 /// dL/dθ of the last [`forward`]'s mean loss, written to `grads` (same layout as the
 /// parameters; overwritten).
-pub fn backward(layout: &Layout, p: &[f32], cache: &mut Cache, grads: &mut [f32], threads: usize) -> Result<()> {
+pub fn backward(
+    layout: &Layout,
+    p: &[f32],
+    cache: &mut Cache,
+    grads: &mut [f32],
+    threads: usize,
+) -> Result<()> {
     let s = layout.shape;
     let (t, d, f, v) = (s.context, s.d_model, s.d_ff(), s.vocab);
     let batch = cache.batch;
@@ -215,11 +294,32 @@ pub fn backward(layout: &Layout, p: &[f32], cache: &mut Cache, grads: &mut [f32]
     let scr = &mut cache.lin;
     // Unembedding (tied): logits = hf wte^T.
     let mut dx_f = vec![0.0f32; m * d];
-    linear::backward(&cache.dlogits, &cache.hf, m, d, &p[layout.wte.clone()], v, Some(&mut dx_f), &mut grads[layout.wte.clone()], None, scr, threads)?;
+    linear::backward(
+        &cache.dlogits,
+        &cache.hf,
+        m,
+        d,
+        &p[layout.wte.clone()],
+        v,
+        Some(&mut dx_f),
+        &mut grads[layout.wte.clone()],
+        None,
+        scr,
+        threads,
+    )?;
     let mut dx = vec![0.0f32; m * d];
     {
         let (dg, db) = two(grads, &layout.lnf_g, &layout.lnf_b);
-        ops::layer_norm_backward(&dx_f, &cache.x_final, d, &p[layout.lnf_g.clone()], &cache.stf, &mut dx, dg, db);
+        ops::layer_norm_backward(
+            &dx_f,
+            &cache.x_final,
+            d,
+            &p[layout.lnf_g.clone()],
+            &cache.stf,
+            &mut dx,
+            dg,
+            db,
+        );
     }
     let mut dh = vec![0.0f32; m * f];
     let mut dh_d = vec![0.0f32; m * d];
@@ -228,23 +328,68 @@ pub fn backward(layout: &Layout, p: &[f32], cache: &mut Cache, grads: &mut [f32]
         dh.fill(0.0);
         {
             let (dw, db) = two(grads, &lr.out_w, &lr.out_b);
-            linear::backward(&dx, &a.g, m, f, &p[lr.out_w.clone()], d, Some(&mut dh), dw, Some(db), scr, threads)?;
+            linear::backward(
+                &dx,
+                &a.g,
+                m,
+                f,
+                &p[lr.out_w.clone()],
+                d,
+                Some(&mut dh),
+                dw,
+                Some(db),
+                scr,
+                threads,
+            )?;
         }
         ops::gelu_backward(&a.f, &mut dh);
         dh_d.fill(0.0);
         {
             let (dw, db) = two(grads, &lr.fc_w, &lr.fc_b);
-            linear::backward(&dh, &a.h2, m, d, &p[lr.fc_w.clone()], f, Some(&mut dh_d), dw, Some(db), scr, threads)?;
+            linear::backward(
+                &dh,
+                &a.h2,
+                m,
+                d,
+                &p[lr.fc_w.clone()],
+                f,
+                Some(&mut dh_d),
+                dw,
+                Some(db),
+                scr,
+                threads,
+            )?;
         }
         {
             let (dg, db) = two(grads, &lr.ln2_g, &lr.ln2_b);
-            ops::layer_norm_backward(&dh_d, &a.x_mid, d, &p[lr.ln2_g.clone()], &a.st2, &mut dx, dg, db);
+            ops::layer_norm_backward(
+                &dh_d,
+                &a.x_mid,
+                d,
+                &p[lr.ln2_g.clone()],
+                &a.st2,
+                &mut dx,
+                dg,
+                db,
+            );
         }
         // Attention: x += c_proj(attn(c_attn(ln_1(x)))).
         let mut dy = vec![0.0f32; m * d];
         {
             let (dw, db) = two(grads, &lr.proj_w, &lr.proj_b);
-            linear::backward(&dx, &a.y, m, d, &p[lr.proj_w.clone()], d, Some(&mut dy), dw, Some(db), scr, threads)?;
+            linear::backward(
+                &dx,
+                &a.y,
+                m,
+                d,
+                &p[lr.proj_w.clone()],
+                d,
+                Some(&mut dy),
+                dw,
+                Some(db),
+                scr,
+                threads,
+            )?;
         }
         let mut dout = vec![0.0f32; m * d];
         heads.split(&dy, 1, 0, &mut dout);
@@ -264,11 +409,32 @@ pub fn backward(layout: &Layout, p: &[f32], cache: &mut Cache, grads: &mut [f32]
         dh_d.fill(0.0);
         {
             let (dw, db) = two(grads, &lr.qkv_w, &lr.qkv_b);
-            linear::backward(&dqkv, &a.h1, m, d, &p[lr.qkv_w.clone()], 3 * d, Some(&mut dh_d), dw, Some(db), scr, threads)?;
+            linear::backward(
+                &dqkv,
+                &a.h1,
+                m,
+                d,
+                &p[lr.qkv_w.clone()],
+                3 * d,
+                Some(&mut dh_d),
+                dw,
+                Some(db),
+                scr,
+                threads,
+            )?;
         }
         {
             let (dg, db) = two(grads, &lr.ln1_g, &lr.ln1_b);
-            ops::layer_norm_backward(&dh_d, &a.x_in, d, &p[lr.ln1_g.clone()], &a.st1, &mut dx, dg, db);
+            ops::layer_norm_backward(
+                &dh_d,
+                &a.x_in,
+                d,
+                &p[lr.ln1_g.clone()],
+                &a.st1,
+                &mut dx,
+                dg,
+                db,
+            );
         }
     }
     let (dwte, dwpe) = two(grads, &layout.wte, &layout.wpe);

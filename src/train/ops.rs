@@ -16,8 +16,19 @@ pub const LN_EPS: f32 = 1e-5;
 
 /// y = g * (x - mean) / sqrt(var + eps) + b per row of `d`; keeps mean and 1/std per row
 /// for the backward.
-pub fn layer_norm(x: &[f32], d: usize, g: &[f32], b: &[f32], y: &mut [f32], stats: &mut [[f32; 2]]) {
-    for ((xr, yr), st) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)).zip(stats.iter_mut()) {
+pub fn layer_norm(
+    x: &[f32],
+    d: usize,
+    g: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    stats: &mut [[f32; 2]],
+) {
+    for ((xr, yr), st) in x
+        .chunks_exact(d)
+        .zip(y.chunks_exact_mut(d))
+        .zip(stats.iter_mut())
+    {
         let mean = xr.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
         let var = xr.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
         let rstd = 1.0 / (var + LN_EPS as f64).sqrt();
@@ -77,13 +88,21 @@ const GELU_A: f32 = 0.044_715;
 /// GPT-2's GELU (`gelu_new`): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), vectorised
 /// (tanh from the kernel's 2^x; libm's tanhf was a quarter of a training step).
 pub fn gelu(x: &[f32], y: &mut [f32]) {
-    Tier::detect().dispatch(Gelu { x, g: y, backward: false });
+    Tier::detect().dispatch(Gelu {
+        x,
+        g: y,
+        backward: false,
+    });
 }
 
 /// dx = dy * gelu'(x), in place over `dy`:
 /// gelu' = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2).
 pub fn gelu_backward(x: &[f32], dy: &mut [f32]) {
-    Tier::detect().dispatch(Gelu { x, g: dy, backward: true });
+    Tier::detect().dispatch(Gelu {
+        x,
+        g: dy,
+        backward: true,
+    });
 }
 
 struct Gelu<'a> {
@@ -137,7 +156,11 @@ impl WithSimd for Gelu<'_> {
 pub fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], losses: &mut [f32]) {
     let m = targets.len();
     let inv = 1.0 / m as f32;
-    for ((row, &t), loss) in logits.chunks_exact_mut(v).zip(targets).zip(losses.iter_mut()) {
+    for ((row, &t), loss) in logits
+        .chunks_exact_mut(v)
+        .zip(targets)
+        .zip(losses.iter_mut())
+    {
         let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
         let t = t as usize;
         let zt = (row[t] - max) as f64;
@@ -169,7 +192,14 @@ pub fn embed(tokens: &[u32], wte: &[f32], wpe: &[f32], t_len: usize, d: usize, x
 
 /// Adds the embedding's gradients: each row of dx to its token's row of dwte and its
 /// position's row of dwpe.
-pub fn embed_backward(tokens: &[u32], dx: &[f32], t_len: usize, d: usize, dwte: &mut [f32], dwpe: &mut [f32]) {
+pub fn embed_backward(
+    tokens: &[u32],
+    dx: &[f32],
+    t_len: usize,
+    d: usize,
+    dwte: &mut [f32],
+    dwpe: &mut [f32],
+) {
     for (i, (dr, &tok)) in dx.chunks_exact(d).zip(tokens).enumerate() {
         for (a, &g) in dwte[tok as usize * d..][..d].iter_mut().zip(dr) {
             *a += g;
@@ -219,7 +249,12 @@ pub struct Heads {
 impl Heads {
     /// Part `part` (0 = Q, 1 = K, 2 = V) of rows [B*T, parts*H*dh] -> [B, H, T, dh].
     pub fn split(&self, rows: &[f32], parts: usize, part: usize, out: &mut [f32]) {
-        let Heads { batch, t, heads, dh } = *self;
+        let Heads {
+            batch,
+            t,
+            heads,
+            dh,
+        } = *self;
         let w = parts * heads * dh;
         for b in 0..batch {
             for h in 0..heads {
@@ -233,7 +268,12 @@ impl Heads {
 
     /// [B, H, T, dh] -> part `part` of rows [B*T, parts*H*dh] (the inverse of `split`).
     pub fn merge(&self, x: &[f32], parts: usize, part: usize, rows: &mut [f32]) {
-        let Heads { batch, t, heads, dh } = *self;
+        let Heads {
+            batch,
+            t,
+            heads,
+            dh,
+        } = *self;
         let w = parts * heads * dh;
         for b in 0..batch {
             for h in 0..heads {

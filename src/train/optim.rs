@@ -55,7 +55,11 @@ impl AdamW {
         let bc2_sqrt = bc2.sqrt() as f32;
         for info in &layout.tensors {
             let r = info.range.clone();
-            let decay = if info.decay { 1.0 - lr * self.weight_decay } else { 1.0 };
+            let decay = if info.decay {
+                1.0 - lr * self.weight_decay
+            } else {
+                1.0
+            };
             let (pp, gg) = (&mut p[r.clone()], &g[r.clone()]);
             let (mm, vv) = (&mut st.m[r.clone()], &mut st.v[r]);
             for i in 0..pp.len() {
@@ -73,7 +77,11 @@ impl AdamW {
 /// by max_norm / (norm + 1e-6) as `torch.nn.utils.clip_grad_norm_` does. Returns the
 /// norm before clipping.
 pub fn clip_grad_norm(g: &mut [f32], max_norm: f32) -> f64 {
-    let norm = g.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>().sqrt();
+    let norm = g
+        .iter()
+        .map(|&x| (x as f64) * (x as f64))
+        .sum::<f64>()
+        .sqrt();
     let coef = max_norm as f64 / (norm + 1e-6);
     if coef < 1.0 {
         let c = coef as f32;

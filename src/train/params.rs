@@ -148,7 +148,13 @@ impl Layout {
         };
         let normal = Init::Normal(INIT_STD);
         let wte = add("wte.weight".into(), &[shape.vocab, d], true, false, normal);
-        let wpe = add("wpe.weight".into(), &[shape.context, d], true, false, normal);
+        let wpe = add(
+            "wpe.weight".into(),
+            &[shape.context, d],
+            true,
+            false,
+            normal,
+        );
         let mut layers = Vec::with_capacity(shape.layers);
         for l in 0..shape.layers {
             let p = format!("h.{l}");

@@ -184,7 +184,13 @@ impl Trainer {
         let loss = self.forward_backward(&b)?;
         let grad_norm = optim::clip_grad_norm(&mut self.grads, self.cfg.clip);
         let lr = optim::lr_at(self.step, self.cfg.steps, self.cfg.warmup, self.cfg.lr);
-        self.cfg.adamw.step(&self.layout, &mut self.params, &self.grads, &mut self.adam, lr);
+        self.cfg.adamw.step(
+            &self.layout,
+            &mut self.params,
+            &self.grads,
+            &mut self.adam,
+            lr,
+        );
         self.step += 1;
         self.step_ms += t0.elapsed().as_secs_f64() * 1e3;
         self.steps_timed += 1;
@@ -199,8 +205,22 @@ impl Trainer {
     /// The loss of `b` and its gradient in [`Trainer::grads`].
     pub fn forward_backward(&mut self, b: &Batch) -> Result<f64> {
         let th = self.cfg.threads;
-        let loss = model::forward(&self.layout, &self.params, &b.tokens, &b.targets, b.batch, th, &mut self.cache)?;
-        model::backward(&self.layout, &self.params, &mut self.cache, &mut self.grads, th)?;
+        let loss = model::forward(
+            &self.layout,
+            &self.params,
+            &b.tokens,
+            &b.targets,
+            b.batch,
+            th,
+            &mut self.cache,
+        )?;
+        model::backward(
+            &self.layout,
+            &self.params,
+            &mut self.cache,
+            &mut self.grads,
+            th,
+        )?;
         Ok(loss)
     }
 
@@ -215,7 +235,15 @@ impl Trainer {
     pub fn evaluate(&mut self) -> Result<EvalRecord> {
         let th = self.cfg.threads;
         let e = &self.eval;
-        let loss = model::forward(&self.layout, &self.params, &e.tokens, &e.targets, e.batch, th, &mut self.cache)?;
+        let loss = model::forward(
+            &self.layout,
+            &self.params,
+            &e.tokens,
+            &e.targets,
+            e.batch,
+            th,
+            &mut self.cache,
+        )?;
         let (mut rep, mut nrep, mut oth, mut noth) = (0.0, 0usize, 0.0, 0usize);
         for (&l, &r) in self.cache.losses.iter().zip(&e.repeated) {
             if r {
@@ -230,7 +258,11 @@ impl Trainer {
         self.probe_maps()?;
         let layers = self.cfg.shape.layers;
         let best = |range: std::ops::Range<usize>, f: &dyn Fn(&HeadScores) -> f64| {
-            self.scores[range].iter().flatten().map(f).fold(0.0, f64::max)
+            self.scores[range]
+                .iter()
+                .flatten()
+                .map(f)
+                .fold(0.0, f64::max)
         };
         let rec = EvalRecord {
             step: self.step,
@@ -249,15 +281,36 @@ impl Trainer {
 
     fn probe_maps(&mut self) -> Result<()> {
         let s = self.cfg.shape;
-        let targets: Vec<u32> = self.probe[1..].iter().chain(&self.probe[..1]).copied().collect();
-        model::forward(&self.layout, &self.params, &self.probe, &targets, 1, self.cfg.threads, &mut self.cache)?;
+        let targets: Vec<u32> = self.probe[1..]
+            .iter()
+            .chain(&self.probe[..1])
+            .copied()
+            .collect();
+        model::forward(
+            &self.layout,
+            &self.params,
+            &self.probe,
+            &targets,
+            1,
+            self.cfg.threads,
+            &mut self.cache,
+        )?;
         self.maps = (0..s.layers)
-            .map(|l| (0..s.heads).map(|h| self.cache.attention(&self.layout, l, 0, h)).collect())
+            .map(|l| {
+                (0..s.heads)
+                    .map(|h| self.cache.attention(&self.layout, l, 0, h))
+                    .collect()
+            })
             .collect();
         self.scores = self
             .maps
             .iter()
-            .map(|heads| heads.iter().map(|a| head_scores(a, &self.probe, |i| i + 1)).collect())
+            .map(|heads| {
+                heads
+                    .iter()
+                    .map(|a| head_scores(a, &self.probe, |i| i + 1))
+                    .collect()
+            })
             .collect();
         Ok(())
     }

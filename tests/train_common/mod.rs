@@ -59,7 +59,8 @@ pub fn attention(qkv: &[f64], batch: usize, t: usize, heads: usize, dh: usize) -
     let scale = 1.0 / (dh as f64).sqrt();
     for b in 0..batch {
         for h in 0..heads {
-            let at = |i: usize, part: usize, c: usize| qkv[(b * t + i) * 3 * d + part * d + h * dh + c];
+            let at =
+                |i: usize, part: usize, c: usize| qkv[(b * t + i) * 3 * d + part * d + h * dh + c];
             for i in 0..t {
                 let s: Vec<f64> = (0..=i)
                     .map(|j| scale * (0..dh).map(|c| at(i, 0, c) * at(j, 1, c)).sum::<f64>())
@@ -85,7 +86,8 @@ pub fn loss(l: &Layout, p: &[f64], tokens: &[u32], targets: &[u32], batch: usize
     let mut x = vec![0.0; m * d];
     for i in 0..m {
         for c in 0..d {
-            x[i * d + c] = p[l.wte.start + tokens[i] as usize * d + c] + p[l.wpe.start + (i % t) * d + c];
+            x[i * d + c] =
+                p[l.wte.start + tokens[i] as usize * d + c] + p[l.wpe.start + (i % t) * d + c];
         }
     }
     for lr in &l.layers {
