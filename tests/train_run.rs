@@ -100,6 +100,11 @@ fn the_saved_folder_opens_in_attnviz_with_the_trainers_attention() {
         threads: Some(1),
         ..Default::default()
     };
+    // `heads DIR` scores it with its default probe, fitted to the 16 positions.
+    let heads = attnviz().arg("heads").arg(dir.path()).arg("--json").output().unwrap();
+    assert!(heads.status.success(), "{}", String::from_utf8_lossy(&heads.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&heads.stdout).unwrap();
+    assert_eq!(rows.len(), 4);
     let out = forward(&m.config, &m.weights, &snap.probe, &opts).unwrap();
     for (l, layer) in out.attention.iter().enumerate() {
         for (h, mine) in snap.maps[l].iter().enumerate() {

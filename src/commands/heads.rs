@@ -29,8 +29,8 @@ struct HeadJson {
 }
 
 /// The default probe: the model's BOS if its tokenizer adds one, then `REPEAT_T` random
-/// non-special ids from ChaCha8(`seed`) (fewer if the model's `context` cannot hold
-/// twice as many, as for a small model `attnviz train` wrote), then the same ids again.
+/// non-special ids from ChaCha8(`seed`) (fewer if `context` positions cannot hold twice
+/// as many, as for a small model `attnviz train` wrote), then the same ids again.
 pub fn repeated_random(
     tok: &ModelTokenizer,
     vocab: usize,
@@ -68,7 +68,14 @@ fn probe(m: &LoadedModel, args: &HeadsArgs) -> Result<Vec<u32>> {
     if args.text.is_some() || args.ids.is_some() {
         input_ids(m, args.text.as_deref(), args.ids.as_deref())
     } else {
-        repeated_random(&m.tokenizer, m.config.vocab, m.config.context, args.seed)
+        {
+            // A learned position table has no rows past its context; RoPE models take any n.
+            let room = match m.config.pos {
+                crate::model::PosKind::Learned => m.config.context,
+                _ => usize::MAX,
+            };
+            repeated_random(&m.tokenizer, m.config.vocab, room, args.seed)
+        }
     }
 }
 

@@ -42,6 +42,7 @@ pub fn layer_norm(
 
 /// Adds dL/dx to `dx`, and dL/dg, dL/db to `dg`, `db`, from dy and the forward's x and
 /// statistics: dx = rstd (dxh - mean(dxh) - xh mean(dxh xh)), dxh = dy g.
+#[allow(clippy::too_many_arguments)]
 pub fn layer_norm_backward(
     dy: &[f32],
     x: &[f32],

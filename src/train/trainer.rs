@@ -341,3 +341,60 @@ impl Trainer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scores(prev: f64, ind: f64) -> HeadScores {
+        HeadScores {
+            prev_token: prev,
+            first_token: 0.0,
+            duplicate: 0.0,
+            induction: ind,
+            entropy: 0.0,
+        }
+    }
+
+    /// A view runs the trainer on a worker thread and reads snapshots.
+    #[test]
+    fn a_trainer_can_move_to_a_worker_thread() {
+        fn send<T: Send + 'static>() {}
+        send::<Trainer>();
+        send::<Snapshot>();
+    }
+
+    #[test]
+    fn the_circuit_needs_a_previous_token_head_below_an_induction_head() {
+        let cfg = TrainConfig {
+            shape: ModelShape {
+                layers: 3,
+                heads: 1,
+                d_model: 4,
+                context: 4,
+                vocab: 4,
+            },
+            steps: 1,
+            batch: 1,
+            lr: 1e-3,
+            warmup: 1,
+            adamw: AdamW::default(),
+            clip: 1.0,
+            seed: 0,
+            threads: 1,
+            eval_batch: 1,
+        };
+        let mut t = Trainer::new(cfg, Source::Induction { vocab: 4 }).unwrap();
+        let cases = [
+            ([(0.5, 0.0), (0.0, 0.4), (0.0, 0.0)], true),
+            ([(0.0, 0.4), (0.5, 0.0), (0.0, 0.0)], false),
+            ([(0.5, 0.4), (0.0, 0.0), (0.0, 0.0)], false),
+            ([(0.2, 0.0), (0.0, 0.9), (0.0, 0.0)], false),
+            ([(0.0, 0.0), (0.3, 0.0), (0.0, 0.3)], true),
+        ];
+        for (layers, want) in cases {
+            t.scores = layers.iter().map(|&(p, i)| vec![scores(p, i)]).collect();
+            assert_eq!(t.circuit(), want, "{layers:?}");
+        }
+    }
+}
