@@ -62,6 +62,8 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Head scores (previous token, attention sink, duplicate, induction, entropy).
     Heads(HeadsArgs),
+    /// Train a small GPT-2-style model from scratch on the CPU and watch its heads form.
+    Train(TrainArgs),
 }
 
 #[derive(
@@ -449,6 +451,67 @@ pub struct HeadsArgs {
     /// Worker threads (default: all cores).
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub threads: Option<usize>,
+}
+
+/// What `attnviz train` learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum TrainTask {
+    /// Random tokens with a span repeated at a random offset: only an induction circuit
+    /// predicts the repeat.
+    #[default]
+    Induction,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TrainArgs {
+    /// The synthetic task (default: induction).
+    #[arg(long, value_enum, conflicts_with = "text")]
+    pub task: Option<TrainTask>,
+    /// Byte-level next-token prediction on this UTF-8 file instead (vocabulary 256).
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 2)]
+    pub layers: usize,
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 4)]
+    pub heads: usize,
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 64)]
+    pub d_model: usize,
+    /// Sequence length (and rows of the learned position table).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 64)]
+    pub context: usize,
+    /// Vocabulary of the induction task (with --text it is 256 bytes).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    pub vocab: Option<usize>,
+    /// Training steps.
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = crate::train::defaults::STEPS)]
+    pub steps: usize,
+    /// Sequences per step.
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = crate::train::defaults::BATCH)]
+    pub batch: usize,
+    /// Peak learning rate (linear warm-up, then cosine decay to a tenth).
+    #[arg(allow_negative_numbers = true, value_parser = real::<f32>, long, default_value_t = crate::train::defaults::LR)]
+    pub lr: f32,
+    /// Warm-up steps.
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = crate::train::defaults::WARMUP)]
+    pub warmup: usize,
+    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
+    pub seed: u64,
+    /// Worker threads (default: all cores).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    pub threads: Option<usize>,
+    /// Evaluate every N steps.
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = crate::train::defaults::EVAL_EVERY)]
+    pub eval_every: usize,
+    /// Write the trained model here as a Hugging Face GPT-2 folder.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// One JSON object per evaluation on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Time N training steps after 3 warm-up steps and print the median ms per step
+    /// (no training run, no output folder).
+    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, value_name = "N", conflicts_with = "out")]
+    pub bench_steps: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]

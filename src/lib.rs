@@ -14,6 +14,7 @@ pub mod model;
 pub mod output;
 pub mod record;
 pub mod scene;
+pub mod train;
 pub mod tui;
 pub mod widgets;
 

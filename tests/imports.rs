@@ -32,6 +32,17 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
     ("engine/", "widgets/", "the engine has no terminal code"),
     ("kernel/", "tui/", "the kernel has no terminal code"),
     ("model/", "tui/", "the model code has no terminal code"),
+    ("train/", "tui/", "the training engine has no terminal code"),
+    (
+        "train/",
+        "widgets/",
+        "the training engine has no terminal code",
+    ),
+    (
+        "train/",
+        "commands/",
+        "the command drives the training engine, not the other way",
+    ),
     (
         "tui/views/",
         "tui/state.rs",

@@ -28,7 +28,17 @@ fn probe(m: &LoadedModel, args: &HeadsArgs) -> Result<Vec<u32>> {
     if args.text.is_some() || args.ids.is_some() {
         input_ids(m, args.text.as_deref(), args.ids.as_deref())
     } else {
-        repeated_random(&m.tokenizer, m.config.vocab, REPEAT_T, args.seed)
+        {
+            // A learned position table has no rows past its context (a small model that
+            // `attnviz train` wrote); RoPE models take any n. One place is kept for a BOS.
+            let t = match m.config.pos {
+                crate::model::PosKind::Learned => {
+                    REPEAT_T.min(m.config.context.saturating_sub(1) / 2).max(1)
+                }
+                _ => REPEAT_T,
+            };
+            repeated_random(&m.tokenizer, m.config.vocab, t, args.seed)
+        }
     }
 }
 
@@ -95,7 +105,8 @@ pub fn run(args: &HeadsArgs) -> Result<()> {
         format!("{n} tokens")
     } else {
         format!(
-            "a repeated random sequence ({n} tokens: {REPEAT_T} random ids twice, seed {})",
+            "a repeated random sequence ({n} tokens: {} random ids twice, seed {})",
+            n / 2,
             args.seed
         )
     };

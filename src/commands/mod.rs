@@ -14,6 +14,7 @@ pub mod model_run;
 pub mod models;
 pub mod scenes;
 pub mod trace;
+pub mod train;
 
 /// Run the command line.
 pub fn dispatch(cli: Cli) -> Result<()> {
@@ -35,5 +36,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Model(ModelCommand::Run(args))) => model_run::run(&args),
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Heads(args)) => heads::run(&args),
+        Some(Command::Train(args)) => train::run(&args),
     }
 }

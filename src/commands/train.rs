@@ -1,0 +1,152 @@
+//! `attnviz train`: a small GPT-2-style model trained from scratch (DESIGN.md, "Training
+//! a small model"). Headless: one JSON object per evaluation (with `--json` or when
+//! stdout is not a terminal), else one readable line per evaluation; `--out DIR` writes
+//! the result as a Hugging Face GPT-2 folder; `--bench-steps N` times steps only.
+
+use std::io::IsTerminal;
+
+use serde::Serialize;
+
+use crate::cli::TrainArgs;
+use crate::error::{Error, Result};
+use crate::kernel::default_threads;
+use crate::output;
+use crate::train::export::{self, Vocab};
+use crate::train::{AdamW, EvalRecord, ModelShape, Source, TrainConfig, Trainer, defaults};
+
+/// The run's config and data from the flags; every bad flag named.
+pub fn setup(args: &TrainArgs) -> Result<(TrainConfig, Source)> {
+    let source = match &args.text {
+        Some(path) => {
+            if args.vocab.is_some_and(|v| v != 256) {
+                return Err(Error::usage(
+                    "--vocab does not apply to --text: byte-level training has a vocabulary of 256",
+                ));
+            }
+            Source::text(path, args.context)?
+        }
+        None => {
+            let vocab = args.vocab.unwrap_or(defaults::VOCAB);
+            if vocab < 2 {
+                return Err(Error::usage(format!(
+                    "--vocab {vocab} is too small: the induction task needs at least 2 tokens"
+                )));
+            }
+            Source::Induction { vocab }
+        }
+    };
+    if args.steps == 0 && args.bench_steps.is_none() {
+        return Err(Error::usage("--steps must be at least 1"));
+    }
+    if args.eval_every == 0 {
+        return Err(Error::usage("--eval-every must be at least 1"));
+    }
+    let cfg = TrainConfig {
+        shape: ModelShape {
+            layers: args.layers,
+            heads: args.heads,
+            d_model: args.d_model,
+            context: args.context,
+            vocab: source.vocab(),
+        },
+        steps: args.steps,
+        batch: args.batch,
+        lr: args.lr,
+        warmup: args.warmup,
+        adamw: AdamW::default(),
+        clip: defaults::CLIP,
+        seed: args.seed,
+        threads: args.threads.unwrap_or_else(default_threads),
+        eval_batch: defaults::EVAL_BATCH,
+    };
+    cfg.check()?;
+    Ok((cfg, source))
+}
+
+#[derive(Serialize)]
+struct BenchJson {
+    steps: usize,
+    threads: usize,
+    ms_per_step: f64,
+}
+
+pub fn run(args: &TrainArgs) -> Result<()> {
+    let (cfg, source) = setup(args)?;
+    let json = args.json || !std::io::stdout().is_terminal();
+    let vocab = match source {
+        Source::Induction { .. } => Vocab::Numbers,
+        Source::Text { .. } => Vocab::Bytes,
+    };
+    if let Some(n) = args.bench_steps {
+        return bench(cfg, source, n, json);
+    }
+    let mut tr = Trainer::new(cfg, source)?;
+    report(&tr.evaluate()?, json)?;
+    while !tr.done() {
+        tr.step()?;
+        if tr.step_count().is_multiple_of(args.eval_every) || tr.done() {
+            report(&tr.evaluate()?, json)?;
+        }
+    }
+    if let Some(dir) = &args.out {
+        export::write_hf_gpt2(dir, tr.layout(), tr.params(), vocab)?;
+        if !json {
+            output::println(&format!("wrote {}", dir.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn report(r: &EvalRecord, json: bool) -> Result<()> {
+    if json {
+        let line = serde_json::to_string(r).map_err(|e| Error::Internal(e.to_string()))?;
+        return output::println(&line);
+    }
+    output::println(&format!(
+        "step {:>6}  loss {:.3}  repeated {:.3}  other {:.3}  induction {:.2}  prev-token {:.2}  {:.1} ms/step",
+        r.step,
+        r.loss,
+        r.loss_repeated,
+        r.loss_other,
+        r.induction_max,
+        r.prev_token_max,
+        r.ms_per_step
+    ))
+}
+
+/// Median wall time of `n` steps after 3 untimed ones.
+fn bench(cfg: TrainConfig, source: Source, n: usize, json: bool) -> Result<()> {
+    if n == 0 {
+        return Err(Error::usage("--bench-steps must be at least 1"));
+    }
+    let threads = cfg.threads;
+    let mut tr = Trainer::new(
+        TrainConfig {
+            steps: n + 3,
+            ..cfg
+        },
+        source,
+    )?;
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n + 3 {
+        let t0 = std::time::Instant::now();
+        tr.step()?;
+        if i >= 3 {
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let ms = times[n / 2];
+    if json {
+        let j = BenchJson {
+            steps: n,
+            threads,
+            ms_per_step: ms,
+        };
+        output::println(&serde_json::to_string(&j).map_err(|e| Error::Internal(e.to_string()))?)
+    } else {
+        output::println(&format!(
+            "{ms:.2} ms per step (median of {n}, {threads} threads)"
+        ))
+    }
+}

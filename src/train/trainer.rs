@@ -1,0 +1,400 @@
+//! A training run one step at a time, so a caller (the command's JSON loop, a view's
+//! worker thread) decides when to step, evaluate and look: [`Trainer::step`],
+//! [`Trainer::evaluate`], [`Trainer::snapshot`].
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::scores::{HeadScores, head_scores};
+
+use super::data::{self, Batch, Sampler, Source};
+use super::model::{self, Cache};
+use super::optim::{self, AdamState, AdamW};
+use super::params::{Layout, ModelShape};
+
+/// Everything that defines a run; the same config gives the same weights, bit for bit.
+#[derive(Debug, Clone)]
+pub struct TrainConfig {
+    pub shape: ModelShape,
+    pub steps: usize,
+    pub batch: usize,
+    /// Peak learning rate.
+    pub lr: f32,
+    pub warmup: usize,
+    pub adamw: AdamW,
+    /// Largest global gradient norm.
+    pub clip: f32,
+    pub seed: u64,
+    pub threads: usize,
+    /// Sequences in the fixed evaluation batch.
+    pub eval_batch: usize,
+}
+
+impl TrainConfig {
+    pub fn check(&self) -> Result<()> {
+        self.shape.check()?;
+        if self.batch == 0 {
+            return Err(Error::usage("--batch must be at least 1"));
+        }
+        if self.threads == 0 {
+            return Err(Error::usage("--threads must be at least 1"));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0 && self.lr <= 1.0) {
+            return Err(Error::usage(format!(
+                "--lr {} is not a learning rate; give a number in (0, 1], e.g. 0.003",
+                self.lr
+            )));
+        }
+        if self.batch * self.shape.context > 1 << 20 {
+            return Err(Error::usage(format!(
+                "--batch {} x --context {} is over 2^20 tokens a step; use a smaller batch",
+                self.batch, self.shape.context
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One evaluation: the losses on the fixed evaluation batch, the largest head scores on
+/// the probe, and the mean time of the training steps since the last evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EvalRecord {
+    pub step: usize,
+    pub loss: f64,
+    /// Mean loss on the targets copying predicts.
+    pub loss_repeated: f64,
+    pub loss_other: f64,
+    /// Largest induction score of any head in layers after the first.
+    pub induction_max: f64,
+    /// Largest previous-token score of any head in the layers before the last.
+    pub prev_token_max: f64,
+    pub ms_per_step: f64,
+}
+
+/// What a view shows: progress, every evaluation so far, and the probe's head scores
+/// and attention maps as of the last evaluation.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub step: usize,
+    pub steps: usize,
+    pub history: Vec<EvalRecord>,
+    pub probe: Vec<u32>,
+    /// [layer][head].
+    pub scores: Vec<Vec<HeadScores>>,
+    /// [layer][head], each [T, T] row-major.
+    pub maps: Vec<Vec<Vec<f32>>>,
+    /// Whether a previous-token head (>= [`CIRCUIT_SCORE`]) sits in an earlier layer than
+    /// an induction head (>= [`CIRCUIT_SCORE`]).
+    pub circuit: bool,
+}
+
+/// The score at which a head counts as a previous-token or induction head.
+pub const CIRCUIT_SCORE: f64 = 0.3;
+
+/// A run in progress.
+pub struct Trainer {
+    cfg: TrainConfig,
+    layout: Layout,
+    params: Vec<f32>,
+    grads: Vec<f32>,
+    adam: AdamState,
+    sampler: Sampler,
+    eval: Batch,
+    probe: Vec<u32>,
+    cache: Cache,
+    step: usize,
+    history: Vec<EvalRecord>,
+    scores: Vec<Vec<HeadScores>>,
+    maps: Vec<Vec<Vec<f32>>>,
+    step_ms: f64,
+    steps_timed: usize,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy)]
+pub struct StepInfo {
+    pub step: usize,
+    pub loss: f64,
+    pub lr: f32,
+    pub grad_norm: f64,
+}
+
+impl Trainer {
+    pub fn new(cfg: TrainConfig, source: Source) -> Result<Trainer> {
+        cfg.check()?;
+        if source.vocab() != cfg.shape.vocab {
+            return Err(Error::usage(format!(
+                "the data has a vocabulary of {} but the model {}; with --text the vocabulary is 256 bytes",
+                source.vocab(),
+                cfg.shape.vocab
+            )));
+        }
+        let layout = Layout::new(cfg.shape);
+        let params = layout.init(cfg.seed);
+        let t = cfg.shape.context;
+        let probe = data::probe(&source, t, cfg.seed);
+        let mut eval_sampler = Sampler::new(source.clone(), t, cfg.seed.wrapping_add(1) ^ 0x5151);
+        let eval = eval_sampler.next(cfg.eval_batch);
+        Ok(Trainer {
+            grads: vec![0.0; layout.total],
+            adam: AdamState::new(layout.total),
+            sampler: Sampler::new(source, t, cfg.seed),
+            eval,
+            probe,
+            cache: Cache::default(),
+            step: 0,
+            history: Vec::new(),
+            scores: Vec::new(),
+            maps: Vec::new(),
+            step_ms: 0.0,
+            steps_timed: 0,
+            cfg,
+            layout,
+            params,
+        })
+    }
+
+    pub fn config(&self) -> &TrainConfig {
+        &self.cfg
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The parameters, in [`Layout`] order.
+    pub fn params(&self) -> &[f32] {
+        &self.params
+    }
+
+    pub fn step_count(&self) -> usize {
+        self.step
+    }
+
+    pub fn done(&self) -> bool {
+        self.step >= self.cfg.steps
+    }
+
+    /// One training step: a fresh batch, forward, backward, clipping, AdamW.
+    pub fn step(&mut self) -> Result<StepInfo> {
+        let t0 = Instant::now();
+        let b = self.sampler.next(self.cfg.batch);
+        let loss = self.forward_backward(&b)?;
+        let grad_norm = optim::clip_grad_norm(&mut self.grads, self.cfg.clip);
+        let lr = optim::lr_at(self.step, self.cfg.steps, self.cfg.warmup, self.cfg.lr);
+        self.cfg.adamw.step(
+            &self.layout,
+            &mut self.params,
+            &self.grads,
+            &mut self.adam,
+            lr,
+        );
+        self.step += 1;
+        self.step_ms += t0.elapsed().as_secs_f64() * 1e3;
+        self.steps_timed += 1;
+        Ok(StepInfo {
+            step: self.step,
+            loss,
+            lr,
+            grad_norm,
+        })
+    }
+
+    /// The loss of `b` and its gradient in [`Trainer::grads`].
+    pub fn forward_backward(&mut self, b: &Batch) -> Result<f64> {
+        let th = self.cfg.threads;
+        let loss = model::forward(
+            &self.layout,
+            &self.params,
+            &b.tokens,
+            &b.targets,
+            b.batch,
+            th,
+            &mut self.cache,
+        )?;
+        model::backward(
+            &self.layout,
+            &self.params,
+            &mut self.cache,
+            &mut self.grads,
+            th,
+        )?;
+        Ok(loss)
+    }
+
+    /// The gradient of the last [`Trainer::forward_backward`] (before clipping, unless a
+    /// step has clipped it since).
+    pub fn grads(&self) -> &[f32] {
+        &self.grads
+    }
+
+    /// Losses on the evaluation batch and head scores on the probe; appended to the
+    /// history.
+    pub fn evaluate(&mut self) -> Result<EvalRecord> {
+        let th = self.cfg.threads;
+        let e = &self.eval;
+        let loss = model::forward(
+            &self.layout,
+            &self.params,
+            &e.tokens,
+            &e.targets,
+            e.batch,
+            th,
+            &mut self.cache,
+        )?;
+        let (mut rep, mut nrep, mut oth, mut noth) = (0.0, 0usize, 0.0, 0usize);
+        for (&l, &r) in self.cache.losses.iter().zip(&e.repeated) {
+            if r {
+                rep += l as f64;
+                nrep += 1;
+            } else {
+                oth += l as f64;
+                noth += 1;
+            }
+        }
+        let mean = |s: f64, n: usize| if n == 0 { 0.0 } else { s / n as f64 };
+        self.probe_maps()?;
+        let layers = self.cfg.shape.layers;
+        let best = |range: std::ops::Range<usize>, f: &dyn Fn(&HeadScores) -> f64| {
+            self.scores[range]
+                .iter()
+                .flatten()
+                .map(f)
+                .fold(0.0, f64::max)
+        };
+        let rec = EvalRecord {
+            step: self.step,
+            loss,
+            loss_repeated: mean(rep, nrep),
+            loss_other: mean(oth, noth),
+            induction_max: best(1.min(layers - 1)..layers, &|s| s.induction),
+            prev_token_max: best(0..(layers - 1).max(1), &|s| s.prev_token),
+            ms_per_step: mean(self.step_ms, self.steps_timed),
+        };
+        self.step_ms = 0.0;
+        self.steps_timed = 0;
+        self.history.push(rec);
+        Ok(rec)
+    }
+
+    fn probe_maps(&mut self) -> Result<()> {
+        let s = self.cfg.shape;
+        let targets: Vec<u32> = self.probe[1..]
+            .iter()
+            .chain(&self.probe[..1])
+            .copied()
+            .collect();
+        model::forward(
+            &self.layout,
+            &self.params,
+            &self.probe,
+            &targets,
+            1,
+            self.cfg.threads,
+            &mut self.cache,
+        )?;
+        self.maps = (0..s.layers)
+            .map(|l| {
+                (0..s.heads)
+                    .map(|h| self.cache.attention(&self.layout, l, 0, h))
+                    .collect()
+            })
+            .collect();
+        self.scores = self
+            .maps
+            .iter()
+            .map(|heads| {
+                heads
+                    .iter()
+                    .map(|a| head_scores(a, &self.probe, |i| i + 1))
+                    .collect()
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Whether the probe's scores (as of the last evaluation) show the two-head circuit.
+    pub fn circuit(&self) -> bool {
+        let first_prev = self
+            .scores
+            .iter()
+            .position(|hs| hs.iter().any(|s| s.prev_token >= CIRCUIT_SCORE));
+        match first_prev {
+            Some(l) => self.scores[l + 1..]
+                .iter()
+                .any(|hs| hs.iter().any(|s| s.induction >= CIRCUIT_SCORE)),
+            None => false,
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            step: self.step,
+            steps: self.cfg.steps,
+            history: self.history.clone(),
+            probe: self.probe.clone(),
+            scores: self.scores.clone(),
+            maps: self.maps.clone(),
+            circuit: self.circuit(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scores(prev: f64, ind: f64) -> HeadScores {
+        HeadScores {
+            prev_token: prev,
+            first_token: 0.0,
+            duplicate: 0.0,
+            induction: ind,
+            entropy: 0.0,
+        }
+    }
+
+    /// A view runs the trainer on a worker thread and reads snapshots.
+    #[test]
+    fn a_trainer_can_move_to_a_worker_thread() {
+        fn send<T: Send + 'static>() {}
+        send::<Trainer>();
+        send::<Snapshot>();
+    }
+
+    #[test]
+    fn the_circuit_needs_a_previous_token_head_below_an_induction_head() {
+        let cfg = TrainConfig {
+            shape: ModelShape {
+                layers: 3,
+                heads: 1,
+                d_model: 4,
+                context: 4,
+                vocab: 4,
+            },
+            steps: 1,
+            batch: 1,
+            lr: 1e-3,
+            warmup: 1,
+            adamw: AdamW::default(),
+            clip: 1.0,
+            seed: 0,
+            threads: 1,
+            eval_batch: 1,
+        };
+        let mut t = Trainer::new(cfg, Source::Induction { vocab: 4 }).unwrap();
+        let cases = [
+            ([(0.5, 0.0), (0.0, 0.4), (0.0, 0.0)], true),
+            ([(0.0, 0.4), (0.5, 0.0), (0.0, 0.0)], false),
+            ([(0.5, 0.4), (0.0, 0.0), (0.0, 0.0)], false),
+            ([(0.2, 0.0), (0.0, 0.9), (0.0, 0.0)], false),
+            ([(0.0, 0.0), (0.3, 0.0), (0.0, 0.3)], true),
+        ];
+        for (layers, want) in cases {
+            t.scores = layers.iter().map(|&(p, i)| vec![scores(p, i)]).collect();
+            assert_eq!(t.circuit(), want, "{layers:?}");
+        }
+    }
+}
