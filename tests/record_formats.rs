@@ -256,8 +256,9 @@ fn the_gif_decodes_to_one_frame_per_recorded_frame_with_its_time() {
         let want = (cs(f.at_ms + rec.shown_ms(i)) - cs(f.at_ms)).max(2);
         assert_eq!(u64::from(delays[i]), want, "frame {i}");
     }
-    // The tiles of the animated step, a second each.
-    assert_eq!(delays.iter().filter(|&&d| d == 100).count(), 12);
+    // The tiles of the animated steps, a second each: tile 3 before the last key block
+    // (step 4), and tiles 5..16 (step 5; the last one's second is the rest of its dwell).
+    assert_eq!(delays.iter().filter(|&&d| d == 100).count(), 13);
 }
 
 #[test]

@@ -665,11 +665,11 @@ fn the_frame_bench_draws_the_flash_view() {
 fn a_lesson_step_plays_its_tiles_at_its_rate() {
     pin_tier();
     let scene = attnviz::scene::builtin("flash-tiling").unwrap();
-    let k = scene
-        .steps
-        .iter()
-        .position(|s| s.animate.is_some())
-        .expect("flash-tiling animates a step");
+    // An animated step followed by one that is not: the next step must start where the
+    // animation ended.
+    let k = (0..scene.steps.len() - 1)
+        .find(|&k| scene.steps[k].animate.is_some() && scene.steps[k + 1].animate.is_none())
+        .expect("flash-tiling animates a step before a still one");
     let a = scene.steps[k].animate.unwrap();
     let steps = attnviz::tui::script::lesson(&scene, Lang::En);
     let mut s = State::for_model(scene.toy().unwrap().clone(), options(false, None))

@@ -24,3 +24,11 @@ if [[ -n "${ATTNVIZ_CJK_FONT:-}" ]]; then font=(--font "$ATTNVIZ_CJK_FONT"); fi
 "$bin" play flash2-loop-order --record "$out/flash2-loop-order.svg"
 "$bin" play kv-cache --lang zh --record "$out/kv-cache-zh.svg"
 "$bin" play kv-cache --lang zh --record "$out/kv-cache-zh.gif" "${font[@]}"
+
+# Lessons on trained models, where the two small models are (tests/data/models/fetch.sh).
+if "$bin" model info SmolLM2-135M-Instruct.Q4_1 >/dev/null 2>&1; then
+  "$bin" snapshot attention-sinks --step 2 --size 120x40 --svg "$out/attention-sinks.svg"
+  "$bin" play induction-real --record "$out/induction-real.svg"
+else
+  echo "make.sh: SmolLM2 not found; the trained-model pictures were left as they are" >&2
+fi
