@@ -6,7 +6,9 @@
 //! - [`action`]: [`Action`] — everything that can happen, as data.
 //! - [`update`](update::update): the only function that changes a `State`. Pure: no
 //!   terminal, no clock, no environment; model changes rebuild the pipeline through
-//!   the engine.
+//!   the engine. Lesson playback (steps, animations, virtual time) is in `playback`,
+//!   and a rebuilt source or a real model run again in `change`, both called by `update`.
+//! - [`lesson`]: a lesson's first state, on its seeded model or the trained model it names.
 //! - [`keymap`]: the one key table behind key handling, the help overlay and the hint bar
 //!   (its entries are [`keys`] types, which views use for their own tables).
 //! - [`render`]: [`draw`] and `impl Widget for &State`, overlays.
@@ -51,6 +53,7 @@
 
 pub mod action;
 pub mod app;
+mod change;
 pub mod clock;
 pub mod component;
 pub mod context;
@@ -61,6 +64,7 @@ pub mod layout;
 pub mod lesson;
 pub mod measure;
 pub mod narration;
+mod playback;
 pub mod render;
 pub mod script;
 pub mod state;

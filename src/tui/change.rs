@@ -1,0 +1,59 @@
+//! Changing what the app shows the numbers of: a new source built by the engine (a
+//! failed build keeps the old pipeline and shows why), and a real model run again with
+//! other interventions. Both `update` and lesson playback change the model this way.
+
+use crate::model::forward::ForwardOptions;
+use crate::tui::state::{Source, State, StatusKind};
+use crate::tui::views;
+
+/// Replace the source and pipeline if the engine builds it; otherwise keep the old one
+/// and show the engine's message.
+pub(crate) fn rebuild(state: &mut State, source: Source) -> bool {
+    match source.build() {
+        Ok(pipeline) => {
+            state.source = source;
+            state.pipeline = pipeline;
+            state.cache.clear();
+            state.clamp();
+            let view = views::current(state);
+            view.refresh(state);
+            state.clamp();
+            true
+        }
+        Err(e) => {
+            state.set_status(StatusKind::Error, e.to_string());
+            false
+        }
+    }
+}
+
+/// Run the real model again with other interventions (same text, same layer); the
+/// cursor stays where it was. False (with the error on the status line) if it failed.
+pub(crate) fn rerun(state: &mut State, options: ForwardOptions) -> bool {
+    let Source::Real { session, layer } = &state.source else {
+        return false;
+    };
+    if session.options == options {
+        return true;
+    }
+    let layer = *layer;
+    match session.intervened(options) {
+        Ok(new) => {
+            let source = Source::Real {
+                session: std::sync::Arc::new(new),
+                layer,
+            };
+            let cursor = state.cursor;
+            let ok = rebuild(state, source);
+            if ok {
+                state.cursor = cursor;
+                state.clamp();
+            }
+            ok
+        }
+        Err(e) => {
+            state.set_status(StatusKind::Error, e.to_string());
+            false
+        }
+    }
+}
