@@ -160,13 +160,13 @@ pub fn attention_backward(
     spec: &AttnSpec,
     opts: &KernelOptions,
 ) -> Result<FlashGrads> {
-    check_problem(shape, inp.q, inp.k, inp.v, spec)?;
-    check_forward(shape, inp)?;
-    let tier = Tier::resolve(opts.tier, "kernel tier")?;
     let threads = opts.threads.unwrap_or_else(default_threads);
     if threads == 0 {
         return Err(Error::usage("--threads must be at least 1"));
     }
+    check_problem(shape, inp.q, inp.k, inp.v, spec, threads)?;
+    check_forward(shape, inp)?;
+    let tier = Tier::resolve(opts.tier, "kernel tier")?;
     let br = opts.block_q.unwrap_or(BWD_BLOCK_Q);
     let bc = opts.block_k.unwrap_or(BWD_BLOCK_K);
     if br == 0 || bc == 0 {
@@ -229,7 +229,7 @@ pub fn attention_backward_observed<O: GradObserver>(
             shape.batch, shape.heads
         )));
     }
-    check_problem(shape, inp.q, inp.k, inp.v, spec)?;
+    check_problem(shape, inp.q, inp.k, inp.v, spec, 1)?;
     check_forward(shape, inp)?;
     if br == 0 || bc == 0 {
         return Err(Error::usage(format!(

@@ -210,14 +210,16 @@ pub fn pv<S: Simd>(s: S, a: PvArgs<'_>) {
     assert!(a.nk == 0 || a.v.len() >= (a.nk - 1) * a.ldv + a.ldo);
     let nvec = a.ldo / lanes;
     let nr_max = pv_vecs::<S>();
+    let mr_max = pv_rows::<S>();
     let (pt, v, acc) = (a.pt.as_ptr(), a.v.as_ptr(), a.acc.as_mut_ptr());
     let mut row = 0;
     while row < a.ld {
+        let mr = (a.ld - row).min(mr_max);
         let mut v0 = 0;
         while v0 < nvec {
             let nr = (nvec - v0).min(nr_max);
             let col = v0 * lanes;
-            // SAFETY: rows row..row+PV_ROWS <= ld, columns col..col+nr*lanes <= ldo and
+            // SAFETY: rows row..row+mr <= ld, columns col..col+nr*lanes <= ldo and
             // keys < nk are in bounds of pt, v and acc by the asserts above.
             unsafe {
                 let p = PvPtrs {
@@ -226,15 +228,46 @@ pub fn pv<S: Simd>(s: S, a: PvArgs<'_>) {
                     acc: acc.add(row * a.ldo + col),
                 };
                 match nr {
-                    1 => pv_block::<S, PV_ROWS, 1>(s, p, a.ld, a.nk, a.ldv, a.ldo),
-                    2 => pv_block::<S, PV_ROWS, 2>(s, p, a.ld, a.nk, a.ldv, a.ldo),
-                    3 => pv_block::<S, PV_ROWS, 3>(s, p, a.ld, a.nk, a.ldv, a.ldo),
-                    _ => pv_block::<S, PV_ROWS, 4>(s, p, a.ld, a.nk, a.ldv, a.ldo),
+                    1 => pv_rows_block::<S, 1>(s, mr, p, a.ld, a.nk, a.ldv, a.ldo),
+                    2 => pv_rows_block::<S, 2>(s, mr, p, a.ld, a.nk, a.ldv, a.ldo),
+                    3 => pv_rows_block::<S, 3>(s, mr, p, a.ld, a.nk, a.ldv, a.ldo),
+                    _ => pv_rows_block::<S, 4>(s, mr, p, a.ld, a.nk, a.ldv, a.ldo),
                 }
             }
             v0 += nr;
         }
-        row += PV_ROWS;
+        row += mr;
+    }
+}
+
+/// Rows of one P V register block on tier `S`: 6 rows x 4 vectors = 24 accumulators + 4
+/// V vectors + 1 broadcast on 32-register tiers, so V_j streams through L1 ld/6 times
+/// per tile instead of ld/4 (it does not fit in L1 beside P^T at Bc = 128).
+#[inline(always)]
+pub const fn pv_rows<S: Simd>() -> usize {
+    if S::REGISTER_COUNT >= 32 { 6 } else { PV_ROWS }
+}
+
+#[inline(always)]
+unsafe fn pv_rows_block<S: Simd, const NR: usize>(
+    s: S,
+    mr: usize,
+    p: PvPtrs,
+    ld: usize,
+    nk: usize,
+    ldv: usize,
+    ldo: usize,
+) {
+    // SAFETY: forwarded from `pv`.
+    unsafe {
+        match mr {
+            6 => pv_block::<S, 6, NR>(s, p, ld, nk, ldv, ldo),
+            5 => pv_block::<S, 5, NR>(s, p, ld, nk, ldv, ldo),
+            4 => pv_block::<S, 4, NR>(s, p, ld, nk, ldv, ldo),
+            3 => pv_block::<S, 3, NR>(s, p, ld, nk, ldv, ldo),
+            2 => pv_block::<S, 2, NR>(s, p, ld, nk, ldv, ldo),
+            _ => pv_block::<S, 1, NR>(s, p, ld, nk, ldv, ldo),
+        }
     }
 }
 

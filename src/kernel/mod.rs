@@ -98,12 +98,12 @@ pub fn attention(
     spec: &AttnSpec,
     opts: &KernelOptions,
 ) -> Result<FlashOutput> {
-    check_problem(shape, q, k, v, spec)?;
-    let tier = Tier::resolve(opts.tier, "kernel tier")?;
     let threads = opts.threads.unwrap_or_else(default_threads);
     if threads == 0 {
         return Err(Error::usage("--threads must be at least 1"));
     }
+    check_problem(shape, q, k, v, spec, threads)?;
+    let tier = Tier::resolve(opts.tier, "kernel tier")?;
     let (br, bc) = block_sizes(opts)?;
     let s = *shape;
     let (vbuf, ldv) = aligned_v(tier, v, s.dv);
@@ -173,7 +173,7 @@ pub fn attention_observed<O: TileObserver>(
             shape.batch, shape.heads
         )));
     }
-    check_problem(shape, q, k, v, spec)?;
+    check_problem(shape, q, k, v, spec, 1)?;
     if br == 0 || bc == 0 {
         return Err(Error::usage(format!(
             "block sizes must be at least 1; got Br = {br}, Bc = {bc}"
@@ -205,7 +205,15 @@ fn block_sizes(opts: &KernelOptions) -> Result<(usize, usize)> {
     Ok((br, bc))
 }
 
-fn check_problem(s: &ProblemShape, q: &[f32], k: &[f32], v: &[f32], spec: &AttnSpec) -> Result<()> {
+/// Shapes, mask, slopes and the range of the inputs (scanned on `threads` threads).
+fn check_problem(
+    s: &ProblemShape,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    spec: &AttnSpec,
+    threads: usize,
+) -> Result<()> {
     let dims = [s.batch, s.heads, s.kv_heads, s.n_q, s.n_k, s.d, s.dv];
     if dims.contains(&0) || !s.heads.is_multiple_of(s.kv_heads) {
         return Err(Error::usage(format!(
@@ -259,7 +267,11 @@ fn check_problem(s: &ProblemShape, q: &[f32], k: &[f32], v: &[f32], spec: &AttnS
     }
     // Every intermediate value must stay finite in f32 (see attn::range); an input that
     // would overflow is refused here, naming the limit, rather than giving NaN or zeros.
-    let m = Magnitudes::of_f32(q, k, v, s.d, s.dv)?;
+    let m = if threads > 1 {
+        pool::pool(threads)?.install(|| Magnitudes::of_f32_parallel(q, k, v, s.d, s.dv))?
+    } else {
+        Magnitudes::of_f32(q, k, v, s.d, s.dv)?
+    };
     range::check(PathKind::Flash, s, &m, spec)
 }
 

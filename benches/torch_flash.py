@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""attnviz's FlashAttention backward and PyTorch's CPU flash backward side by side (not a test).
+"""attnviz's FlashAttention kernel and PyTorch's CPU flash kernel side by side (not a test):
+the forward (`--pass forward`) or the backward (`--pass backward`, the default).
 
 Run from the repository, in a venv with PyTorch CPU (python3 -m venv, then pip install torch),
 after `cargo build --release`:
 
-    python benches/torch_backward.py [--n 1024,4096] [--threads 1,2] [--rounds 3]
+    python benches/torch_flash.py [--pass forward|backward] [--n 1024,4096] [--threads 1,2] [--rounds 3]
 
 Shape B=1, H=8, d=64, fp32, as `attnviz bench`. For every case (N, causal, threads) the two
 run alternately, --rounds times, attnviz first in even rounds and PyTorch first in odd ones,
 so a slow moment of a shared machine falls on both. attnviz: `attnviz bench --backward`
 (its own median of 5 timed calls after a warm-up). PyTorch: the backward only of
 `scaled_dot_product_attention` with the flash backend (`torch.autograd.grad` of the saved
-graph), median of 5 after a warm-up. GFLOP/s counts 10*B*H*N^2*d, halved for causal.
+graph), median of 5 after a warm-up (21 below N = 1024); the forward under inference_mode.
+GFLOP/s counts 10*B*H*N^2*d for the backward, 4*B*H*N^2*d for the forward, halved for causal;
+"% peak" is attnviz's share of the FMA peak it measured in the same call.
 Prints the medians over rounds, the ratio PyTorch ms / attnviz ms (above 1: attnviz is
 faster) and the CPU model.
 """
@@ -43,17 +46,41 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
-def attnviz_ms(binary, n, causal, threads):
-    cmd = [binary, "bench", "--backward", "--n", str(n), "--threads", str(threads),
+def attnviz_ms(binary, n, causal, threads, backward):
+    cmd = [binary, "bench", "--n", str(n), "--threads", str(threads),
            "--kernels", "flash", "--json"]
+    if backward:
+        cmd.append("--backward")
     if causal:
         cmd.append("--causal")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     recs = [r for r in json.loads(out) if r["kernel"] == "flash"]
-    return recs[0]["ms"]
+    return recs[0]["ms"], recs[0]["pct_peak"]
 
 
-def torch_ms(n, causal, threads):
+def reps_for(n):
+    return 5 if n >= 1024 else 21
+
+
+def torch_forward_ms(n, causal, threads):
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(n + threads)
+    q, k, v = (torch.randn(B, H, n, D, generator=g) for _ in range(3))
+    with torch.inference_mode(), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        def step():
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        step()
+        step()
+        times = []
+        for _ in range(reps_for(n)):
+            t = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def torch_backward_ms(n, causal, threads):
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(n + threads)
     q, k, v = (torch.randn(B, H, n, D, generator=g, requires_grad=True) for _ in range(3))
@@ -66,7 +93,7 @@ def torch_ms(n, causal, threads):
 
         step()
         times = []
-        for _ in range(5):
+        for _ in range(reps_for(n)):
             t = time.perf_counter()
             step()
             times.append((time.perf_counter() - t) * 1e3)
@@ -75,6 +102,7 @@ def torch_ms(n, causal, threads):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="backward")
     ap.add_argument("--n", default="1024,4096")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
@@ -82,26 +110,30 @@ def main():
     a = ap.parse_args()
     ns = [int(x) for x in a.n.split(",")]
     threads = [int(x) for x in a.threads.split(",")]
+    backward = a.which == "backward"
+    torch_ms = torch_backward_ms if backward else torch_forward_ms
     print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs), torch {torch.__version__}, "
-          f"B={B} H={H} d={D} fp32, {a.rounds} rounds, medians")
-    print(f"{'N':>5} {'causal':>6} {'thr':>3} {'attnviz ms':>11} {'GFLOP/s':>8} "
+          f"{a.which}, B={B} H={H} d={D} fp32, {a.rounds} rounds, medians")
+    print(f"{'N':>5} {'causal':>6} {'thr':>3} {'attnviz ms':>11} {'GFLOP/s':>8} {'% peak':>7} "
           f"{'PyTorch ms':>11} {'GFLOP/s':>8} {'PyTorch/attnviz':>16}")
     for n in ns:
         for causal in (False, True):
             for t in threads:
-                av, pt = [], []
+                av, pct, pt = [], [], []
                 for r in range(a.rounds):
+                    if r % 2 == 1:
+                        pt.append(torch_ms(n, causal, t))
+                    ms, pp = attnviz_ms(a.binary, n, causal, t, backward)
+                    av.append(ms)
+                    pct.append(pp)
                     if r % 2 == 0:
-                        av.append(attnviz_ms(a.binary, n, causal, t))
                         pt.append(torch_ms(n, causal, t))
-                    else:
-                        pt.append(torch_ms(n, causal, t))
-                        av.append(attnviz_ms(a.binary, n, causal, t))
-                flops = 10.0 * B * H * n * n * D / (2.0 if causal else 1.0)
+                per_n2 = 10.0 if backward else 4.0
+                flops = per_n2 * B * H * n * n * D / (2.0 if causal else 1.0)
                 am, pm = statistics.median(av), statistics.median(pt)
-                print(f"{n:>5} {str(causal).lower():>6} {t:>3} {am:>11.2f} "
-                      f"{flops / am / 1e6:>8.1f} {pm:>11.2f} {flops / pm / 1e6:>8.1f} "
-                      f"{pm / am:>15.2f}x", flush=True)
+                print(f"{n:>5} {str(causal).lower():>6} {t:>3} {am:>11.3f} "
+                      f"{flops / am / 1e6:>8.1f} {statistics.median(pct):>6.1f}% "
+                      f"{pm:>11.3f} {flops / pm / 1e6:>8.1f} {pm / am:>15.2f}x", flush=True)
 
 
 if __name__ == "__main__":
