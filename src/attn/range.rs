@@ -335,7 +335,10 @@ mod tests {
     /// loops, on widths that are not multiples of its lanes and lengths over a chunk.
     #[test]
     fn the_f32_scan_matches_plain_loops_and_finds_every_bad_value() {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
         for (rows, width) in [(1, 1), (3, 7), (50, 64), (700, 33), (300, 130)] {
             let x: Vec<f32> = (0..rows * width)
                 .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 1e-3 * (1 + i % 5) as f32)
