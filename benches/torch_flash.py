@@ -47,6 +47,9 @@ def cpu_model():
 
 
 def attnviz_ms(binary, n, causal, threads, backward):
+    # PyTorch's OpenMP workers spin for a while after a parallel region: let them settle
+    # so they do not take the CPU from the attnviz process started next.
+    time.sleep(0.5)
     cmd = [binary, "bench", "--n", str(n), "--threads", str(threads),
            "--kernels", "flash", "--json"]
     if backward:
