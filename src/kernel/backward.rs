@@ -27,7 +27,7 @@ use super::backward_tile::{self, BwdScratch, KvBlock, QBlock, TileGrads};
 use super::buf::AlignedBuf;
 use super::tier::Tier;
 use super::tile::Head;
-use super::{KernelOptions, check_problem, default_threads, pool};
+use super::{KernelOptions, check_problem, check_range, default_threads, pool};
 use crate::engine::mask::TileClass;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::{Error, Result};
@@ -164,7 +164,7 @@ pub fn attention_backward(
     if threads == 0 {
         return Err(Error::usage("--threads must be at least 1"));
     }
-    check_problem(shape, inp.q, inp.k, inp.v, spec, threads)?;
+    check_problem(shape, inp.q, inp.k, inp.v, spec)?;
     check_forward(shape, inp)?;
     let tier = Tier::resolve(opts.tier, "kernel tier")?;
     let br = opts.block_q.unwrap_or(BWD_BLOCK_Q);
@@ -204,13 +204,15 @@ pub fn attention_backward(
     };
     let mut grads = Grads::zeros(&s);
     if threads == 1 {
+        check_range(&s, inp.q, inp.k, inp.v, spec, false)?;
         let packs: Vec<HeadPack> = (0..heads.len()).map(pack).collect();
         let outs: Vec<TaskOut> = (0..groups * chunks).map(|t| task(&packs, t)).collect();
         let asm = Assembly::new(&geo, &s, &packs, &outs, chunks);
         grads.per_head().for_each(|(bh, h)| asm.head(bh, h));
         grads.per_group().for_each(|(bg, g)| asm.group(bg, g));
     } else {
-        pool::pool(threads)?.install(|| {
+        pool::pool(threads)?.install(|| -> Result<()> {
+            check_range(&s, inp.q, inp.k, inp.v, spec, true)?;
             let packs: Vec<HeadPack> = (0..heads.len()).into_par_iter().map(pack).collect();
             let outs: Vec<TaskOut> = (0..groups * chunks)
                 .into_par_iter()
@@ -221,7 +223,8 @@ pub fn attention_backward(
             let asm = Assembly::new(&geo, &s, &packs, &outs, chunks);
             grads.per_head_par().for_each(|(bh, h)| asm.head(bh, h));
             grads.per_group_par().for_each(|(bg, g)| asm.group(bg, g));
-        });
+            Ok(())
+        })?;
     }
     Ok(grads.finish(tier))
 }
@@ -261,7 +264,8 @@ pub fn attention_backward_observed<O: GradObserver>(
             shape.batch, shape.heads
         )));
     }
-    check_problem(shape, inp.q, inp.k, inp.v, spec, 1)?;
+    check_problem(shape, inp.q, inp.k, inp.v, spec)?;
+    check_range(shape, inp.q, inp.k, inp.v, spec, false)?;
     check_forward(shape, inp)?;
     if br == 0 || bc == 0 {
         return Err(Error::usage(format!(

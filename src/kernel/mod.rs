@@ -102,7 +102,7 @@ pub fn attention(
     if threads == 0 {
         return Err(Error::usage("--threads must be at least 1"));
     }
-    check_problem(shape, q, k, v, spec, threads)?;
+    check_problem(shape, q, k, v, spec)?;
     let tier = Tier::resolve(opts.tier, "kernel tier")?;
     let (br, bc) = block_sizes(opts)?;
     let s = *shape;
@@ -126,6 +126,7 @@ pub fn attention(
     };
     let head_out = s.n_q * s.dv;
     if threads == 1 {
+        check_range(&s, q, k, v, spec, false)?;
         for (bh, (oh, lh)) in out
             .chunks_mut(head_out)
             .zip(lse.chunks_mut(s.n_q))
@@ -136,7 +137,8 @@ pub fn attention(
             }
         }
     } else {
-        pool::pool(threads)?.install(|| {
+        pool::pool(threads)?.install(|| -> Result<()> {
+            check_range(&s, q, k, v, spec, true)?;
             out.par_chunks_mut(head_out)
                 .zip(lse.par_chunks_mut(s.n_q))
                 .enumerate()
@@ -146,7 +148,8 @@ pub fn attention(
                         .enumerate()
                         .for_each(|(qb, (o, l))| job(bh, qb, o, l));
                 });
-        });
+            Ok(())
+        })?;
     }
     Ok(FlashOutput { out, lse, tier })
 }
@@ -173,7 +176,8 @@ pub fn attention_observed<O: TileObserver>(
             shape.batch, shape.heads
         )));
     }
-    check_problem(shape, q, k, v, spec, 1)?;
+    check_problem(shape, q, k, v, spec)?;
+    check_range(shape, q, k, v, spec, false)?;
     if br == 0 || bc == 0 {
         return Err(Error::usage(format!(
             "block sizes must be at least 1; got Br = {br}, Bc = {bc}"
@@ -205,15 +209,8 @@ fn block_sizes(opts: &KernelOptions) -> Result<(usize, usize)> {
     Ok((br, bc))
 }
 
-/// Shapes, mask, slopes and the range of the inputs (scanned on `threads` threads).
-fn check_problem(
-    s: &ProblemShape,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    spec: &AttnSpec,
-    threads: usize,
-) -> Result<()> {
+/// Shapes, mask and slopes of a call ([`check_range`] scans the values).
+fn check_problem(s: &ProblemShape, q: &[f32], k: &[f32], v: &[f32], spec: &AttnSpec) -> Result<()> {
     let dims = [s.batch, s.heads, s.kv_heads, s.n_q, s.n_k, s.d, s.dv];
     if dims.contains(&0) || !s.heads.is_multiple_of(s.kv_heads) {
         return Err(Error::usage(format!(
@@ -265,10 +262,23 @@ fn check_problem(
             s.heads
         )));
     }
-    // Every intermediate value must stay finite in f32 (see attn::range); an input that
-    // would overflow is refused here, naming the limit, rather than giving NaN or zeros.
-    let m = if threads > 1 {
-        pool::pool(threads)?.install(|| Magnitudes::of_f32_parallel(q, k, v, s.d, s.dv))?
+    Ok(())
+}
+
+/// Every intermediate value must stay finite in f32 (see attn::range): an input that would
+/// overflow is refused, naming the limit, rather than giving NaN or zeros. With `parallel`
+/// the scan is shared out over the current rayon pool (called inside the kernel's own
+/// `install`, so a call wakes its threads once).
+fn check_range(
+    s: &ProblemShape,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    spec: &AttnSpec,
+    parallel: bool,
+) -> Result<()> {
+    let m = if parallel {
+        Magnitudes::of_f32_parallel(q, k, v, s.d, s.dv)?
     } else {
         Magnitudes::of_f32(q, k, v, s.d, s.dv)?
     };
