@@ -240,7 +240,7 @@ fn render_scores(ctx: &Context, lab: &TrainLab, area: Rect, side: bool, buf: &mu
             ),
         )
     };
-    score_grid(ctx, &s.scores, "previous-token", |h| h.prev_token, a, buf);
+    score_grid(ctx, &s.scores, "prev-token", |h| h.prev_token, a, buf);
     score_grid(ctx, &s.scores, "induction", |h| h.induction, b, buf);
 }
 
