@@ -59,7 +59,19 @@ fn narration_problems(advance: impl Fn(&mut Headless, usize, u64)) -> Vec<String
             let mut player = Headless::new(&scene, &options(lang), true).unwrap();
             let mut view = scene.view;
             for (k, step) in scene.steps.iter().enumerate() {
-                if k > 0 {
+                if scene.train().is_some() {
+                    // A training lesson's steps come when its run reaches them (a step
+                    // it never reaches is skipped): train on until then.
+                    while player.step_index() < Some(k) {
+                        let Some(wait) = player.next_change_in_ms() else {
+                            break;
+                        };
+                        player.tick(wait.max(1));
+                    }
+                    if player.step_index() != Some(k) {
+                        continue;
+                    }
+                } else if k > 0 {
                     advance(&mut player, k, scene.steps[k - 1].dwell_ms);
                 }
                 assert_eq!(
@@ -77,7 +89,12 @@ fn narration_problems(advance: impl Fn(&mut Headless, usize, u64)) -> Vec<String
                 if views::find(view).is_none() {
                     continue;
                 }
-                let want = squeeze(step.narration.get(lang));
+                // A training lesson's narration quotes the run: the numbers filled in.
+                let want = if scene.train().is_some() {
+                    squeeze(&player.state().narration_text())
+                } else {
+                    squeeze(step.narration.get(lang))
+                };
                 let got = narration_on(&screen);
                 if got != want {
                     hidden.push(format!(

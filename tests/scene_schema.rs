@@ -54,6 +54,7 @@ fn every_table_has_the_same_fields_as_its_struct() {
         ("title", "[title]\n__probe = 0\n", &defs["text"]),
         ("model", "[model]\n__probe = 0\n", &s["properties"]["model"]),
         ("flash", "[flash]\n__probe = 0\n", &s["properties"]["flash"]),
+        ("train", "[train]\n__probe = 0\n", &s["properties"]["train"]),
         ("steps", "[[steps]]\n__probe = 0\n", &defs["step"]),
         (
             "narration",

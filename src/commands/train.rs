@@ -1,18 +1,21 @@
 //! `attnviz train`: a small GPT-2-style model trained from scratch (DESIGN.md, "Training
-//! a small model"). Headless: one JSON object per evaluation (with `--json` or when
-//! stdout is not a terminal), else one readable line per evaluation; `--out DIR` writes
-//! the result as a Hugging Face GPT-2 folder; `--bench-steps N` times steps only.
+//! a small model"). At a terminal: the train view (loss curve, head scores, the probe's
+//! maps, live; the trainer on a worker thread). Headless: one JSON object per evaluation
+//! (with `--json` or when stdout is not a terminal); with `--out DIR` (which writes the
+//! result as a Hugging Face GPT-2 folder) one readable line per evaluation at a terminal;
+//! `--bench-steps N` times steps only.
 
 use std::io::IsTerminal;
 
 use serde::Serialize;
 
-use crate::cli::TrainArgs;
+use crate::cli::{Lang, TrainArgs};
 use crate::error::{Error, Result};
 use crate::kernel::default_threads;
 use crate::output;
 use crate::train::export::{self, Vocab};
 use crate::train::{AdamW, EvalRecord, ModelShape, Source, TrainConfig, Trainer, defaults};
+use crate::tui::{AppOptions, State, app, terminal};
 
 /// The run's config and data from the flags; every bad flag named.
 pub fn setup(args: &TrainArgs) -> Result<(TrainConfig, Source)> {
@@ -81,6 +84,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         return bench(cfg, source, n, json);
     }
     let mut tr = Trainer::new(cfg, source)?;
+    if !json && args.out.is_none() {
+        return view(tr, args);
+    }
     report(&tr.evaluate()?, json)?;
     while !tr.done() {
         tr.step()?;
@@ -95,6 +101,24 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The train view on this run, until the person quits.
+fn view(tr: Trainer, args: &TrainArgs) -> Result<()> {
+    let s = tr.config().shape;
+    let title = format!(
+        "train: {} layers x {} heads, d_model {}, context {}, {} steps, seed {}",
+        s.layers,
+        s.heads,
+        s.d_model,
+        s.context,
+        tr.config().steps,
+        tr.config().seed
+    );
+    let options = AppOptions::interactive(Lang::En, None, false, false, title);
+    let state = State::for_training(tr, args.eval_every, None, options)?;
+    terminal::ensure_terminal()?;
+    app::run(state)
 }
 
 fn report(r: &EvalRecord, json: bool) -> Result<()> {

@@ -223,6 +223,17 @@ pub fn still(scene: &Scene, opts: &HeadlessOptions, step: usize) -> Result<Buffe
         )));
     }
     let mut player = Headless::new(scene, opts, true)?;
+    if scene.train().is_some() {
+        // A training lesson's step shows the run as it stands when the step begins:
+        // train up to there on the virtual clock.
+        while player.step_index() < Some(step - 1) {
+            let Some(wait) = player.next_change_in_ms() else {
+                break;
+            };
+            player.tick(wait.max(1));
+        }
+        return player.frame();
+    }
     player.goto(step - 1);
     player.frame()
 }

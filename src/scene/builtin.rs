@@ -35,6 +35,8 @@ scenes![
     "sliding-window",
     "bigbird",
     "linear-attention",
+    // Trains its own small model as it plays (`[train]`).
+    "induction-heads",
     // On trained models (`[pretrained]`): they need the model files to play.
     "attention-sinks",
     "induction-real",

@@ -4,6 +4,7 @@
 pub use super::grid::{Animation, FlashBlocks};
 use super::pretrained::{Intervention, Pretrained};
 use super::script::ScriptStep;
+use super::train::{Condition, TrainLesson};
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use crate::cli::Lang;
@@ -32,6 +33,8 @@ pub enum SceneModel {
     Toy(ModelConfig),
     /// A trained model (`[pretrained]`).
     Pretrained(Pretrained),
+    /// A small model trained as the lesson plays (`[train]`).
+    Train(TrainLesson),
 }
 
 /// One checked step of a lesson. `None` fields leave what the app shows unchanged.
@@ -54,6 +57,8 @@ pub struct Step {
     pub dwell_ms: u64,
     pub marker: Option<String>,
     pub animate: Option<Animation>,
+    /// A `[train]` lesson's step waits for this (skipped if the run ends without it).
+    pub when: Option<Condition>,
 }
 
 /// A checked scene, ready to play.
@@ -98,6 +103,7 @@ impl Scene {
                 marker: s.marker.clone(),
                 animate: s.animate,
                 flash_blocks: None,
+                when: s.when,
             })
             .collect();
         if let Some(first) = steps.first_mut() {
@@ -119,7 +125,7 @@ impl Scene {
     pub fn toy(&self) -> Option<&ModelConfig> {
         match &self.model {
             SceneModel::Toy(c) => Some(c),
-            SceneModel::Pretrained(_) => None,
+            _ => None,
         }
     }
 
@@ -127,12 +133,22 @@ impl Scene {
     pub fn pretrained(&self) -> Option<&Pretrained> {
         match &self.model {
             SceneModel::Pretrained(p) => Some(p),
-            SceneModel::Toy(_) => None,
+            _ => None,
         }
     }
 
-    /// Total time at speed 1, in milliseconds.
+    /// The run a lesson trains as it plays, if it trains one.
+    pub fn train(&self) -> Option<&TrainLesson> {
+        match &self.model {
+            SceneModel::Train(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Total time at speed 1, in milliseconds (a [train] lesson's at most: its steps'
+    /// dwell and the whole run, some of which they overlap).
     pub fn duration_ms(&self) -> u64 {
-        self.steps.iter().map(|s| s.dwell_ms).sum()
+        let run = self.train().map_or(0, TrainLesson::duration_ms);
+        self.steps.iter().map(|s| s.dwell_ms).sum::<u64>() + run
     }
 }

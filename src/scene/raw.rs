@@ -25,6 +25,8 @@ pub struct RawScene {
     pub model: Option<Spanned<RawModel>>,
     /// A trained model the lesson runs (instead of `[model]`).
     pub pretrained: Option<Spanned<RawPretrained>>,
+    /// A small model trained while the lesson plays (instead of `[model]`).
+    pub train: Option<Spanned<RawTrain>>,
     /// Block sizes of the flash view's tile grid.
     pub flash: Option<Spanned<RawFlash>>,
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
@@ -72,6 +74,29 @@ pub struct RawPretrained {
     /// Append the tokenizer's padding token until the sequence has this many tokens, and
     /// mask the padding keys as a batch's attention mask does.
     pub pad_to: Option<Spanned<i64>>,
+}
+
+/// The run a `[train]` lesson trains on the induction task.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrain {
+    pub layers: Spanned<i64>,
+    pub heads: Spanned<i64>,
+    pub d_model: Spanned<i64>,
+    /// Sequence length (and the probe's length).
+    pub context: Spanned<i64>,
+    pub vocab: Spanned<i64>,
+    pub steps: Spanned<i64>,
+    pub batch: Spanned<i64>,
+    /// Peak learning rate.
+    pub lr: Spanned<f64>,
+    /// Warm-up steps (default: a tenth of the steps).
+    pub warmup: Option<Spanned<i64>>,
+    pub seed: Option<Spanned<i64>>,
+    /// Evaluate every this many steps.
+    pub eval_every: Spanned<i64>,
+    /// Training steps per second of lesson time at speed 1.
+    pub rate: Spanned<f64>,
 }
 
 /// Interventions on a trained model's forward pass, in force from the step that sets them;
@@ -127,6 +152,9 @@ pub struct RawStep {
     pub marker: Option<Spanned<String>>,
     /// Play the view's tiles (flash) or decoding steps (decode) during the step.
     pub animate: Option<Spanned<RawAnimate>>,
+    /// In a `[train]` lesson: wait until the run meets this (`done`, `NAME >= X`,
+    /// `NAME <= X`); a step the run never reaches is skipped.
+    pub when: Option<Spanned<String>>,
 }
 
 /// `animate = { from = 0, to = 15, rate = 2.0 }`: positions of the view's playback order

@@ -3,6 +3,7 @@
 
 use super::grid::{Animation, FlashBlocks};
 use super::pretrained::Intervention;
+use super::train::Condition;
 use super::variant::Variant;
 use super::view::{ModelShow, SceneView};
 use crate::engine::pipeline::StageId;
@@ -37,4 +38,6 @@ pub struct ScriptStep {
     pub animate: Option<Animation>,
     /// The flash view's block sizes (set on the first step: the scene's grid).
     pub flash_blocks: Option<FlashBlocks>,
+    /// A `[train]` lesson's step waits until the run meets this.
+    pub when: Option<Condition>,
 }

@@ -100,9 +100,17 @@ impl Checker<'_, '_> {
             (Some(_), None) => None,
             (None, _) => None,
         };
-        let trained = self.trained_keys(i, s, model.pretrained);
+        // A [train] lesson's fixed-model keys are refused by `train_keys`, once.
+        let trained = if model.train {
+            Some((None, None, None))
+        } else {
+            self.trained_keys(i, s, model.pretrained)
+        };
         ok &= trained.is_some();
         let (layer, show, intervene) = trained.unwrap_or_default();
+        let when = self.train_keys(i, s, model.train);
+        ok &= when.is_some();
+        let when = when.flatten();
         let narration = self.text(&s.narration, &field("narration"));
         let dwell_ms = match &s.dwell {
             Some(d) => {
@@ -269,6 +277,7 @@ impl Checker<'_, '_> {
             dwell_ms: dwell_ms?,
             marker,
             animate,
+            when,
         })
     }
 
@@ -588,7 +597,7 @@ fn highlight_target(
             "the position view's encoding table (n x d_model)".into(),
         ),
         SceneView::Scaling => Err("the scaling view has no matrix to highlight".into()),
-        SceneView::Model | SceneView::Tokens => {
+        SceneView::Model | SceneView::Tokens | SceneView::Train => {
             Err(format!("the {view} view has no matrix to highlight"))
         }
     }

@@ -132,6 +132,8 @@ pub(super) struct Model<'a> {
     pub(super) pipeline: Option<&'a Pipeline>,
     /// The lesson runs on a trained model: its sizes are known only when it is loaded.
     pub(super) pretrained: bool,
+    /// The lesson trains its model as it plays (`[train]`).
+    pub(super) train: bool,
 }
 
 /// The stage the app shows, as far as the steps so far tell.
@@ -155,8 +157,13 @@ pub(super) struct Current {
 impl Checker<'_, '_> {
     fn scene(&mut self, name: &str, file: &str, raw: RawScene) -> Option<Scene> {
         let title = self.text(&raw.title, "title");
-        let (model, shape, pipeline) = match (&raw.model, &raw.pretrained) {
-            (Some(m), None) => {
+        let tables = [
+            raw.model.as_ref().map(|m| m.span()),
+            raw.pretrained.as_ref().map(|m| m.span()),
+            raw.train.as_ref().map(|m| m.span()),
+        ];
+        let (model, shape, pipeline) = match (&raw.model, &raw.pretrained, &raw.train) {
+            (Some(m), None, None) => {
                 let (config, shape) = self.model(m);
                 // The engine's own pipeline gives the true shape of every stage's matrices.
                 let pipeline = config.as_ref().and_then(|c| match Pipeline::build(c) {
@@ -168,27 +175,39 @@ impl Checker<'_, '_> {
                 });
                 (config.map(SceneModel::Toy), shape, pipeline)
             }
-            (None, Some(p)) => (self.pretrained(p).map(SceneModel::Pretrained), None, None),
-            (Some(_), Some(p)) => {
-                self.p.on(
-                    p,
-                    "pretrained",
-                    "a scene runs either a seeded [model] or a trained [pretrained] model, not both; remove one",
-                );
-                (None, None, None)
-            }
-            (None, None) => {
+            (None, Some(p), None) => (self.pretrained(p).map(SceneModel::Pretrained), None, None),
+            (None, None, Some(t)) => (self.train(t).map(SceneModel::Train), None, None),
+            (None, None, None) => {
                 self.p.at(
                     0..0,
                     "model",
-                    "missing: a scene needs a [model] table (a small seeded model) or a [pretrained] table (a trained model)",
+                    "missing: a scene needs a [model] table (a small seeded model), a [pretrained] table (a trained model) or a [train] table (a model trained as the lesson plays)",
+                );
+                (None, None, None)
+            }
+            _ => {
+                let second = tables.into_iter().flatten().nth(1).unwrap_or(0..0);
+                self.p.at(
+                    second,
+                    "model",
+                    "a scene runs one of a seeded [model], a trained [pretrained] model or a [train] run; remove the others",
                 );
                 (None, None, None)
             }
         };
+        let is_train = raw.train.is_some() && raw.model.is_none() && raw.pretrained.is_none();
         let is_pretrained = raw.pretrained.is_some() && raw.model.is_none();
         let view = match &raw.view {
+            Some(v) if is_train && v.get_ref() != "train" => {
+                self.p.on(
+                    v,
+                    "view",
+                    "a [train] lesson plays in the train view; leave `view` out",
+                );
+                None
+            }
             Some(v) => self.view(v, "view"),
+            None if is_train => Some(SceneView::Train),
             None => Some(SceneView::Pipeline),
         };
         let flash = self.flash(&raw, shape.as_ref().map_or(1, |s| s.n));
@@ -214,11 +233,16 @@ impl Checker<'_, '_> {
                     shape: shape.as_ref(),
                     pipeline: pipeline.as_ref(),
                     pretrained: is_pretrained,
+                    train: is_train,
                 };
                 self.step(i, s, model, flash, &mut current)
             })
             .collect();
-        let total_ms: u64 = steps.iter().flatten().map(|s| s.dwell_ms).sum();
+        let run_ms = match &model {
+            Some(SceneModel::Train(t)) => t.duration_ms(),
+            _ => 0,
+        };
+        let total_ms: u64 = steps.iter().flatten().map(|s| s.dwell_ms).sum::<u64>() + run_ms;
         if total_ms > MAX_DURATION_MS {
             self.p.on(
                 &raw.steps,

@@ -26,10 +26,12 @@ pub enum SceneView {
     Model,
     /// A real model: where one token looks, in every head of the layer.
     Tokens,
+    /// A small model training: its loss curve, head scores and maps, live.
+    Train,
 }
 
 impl SceneView {
-    pub const ALL: [SceneView; 9] = [
+    pub const ALL: [SceneView; 10] = [
         SceneView::Pipeline,
         SceneView::Heads,
         SceneView::Position,
@@ -39,6 +41,7 @@ impl SceneView {
         SceneView::Scaling,
         SceneView::Model,
         SceneView::Tokens,
+        SceneView::Train,
     ];
 
     /// The name scene files write (`view = "flash"`).
@@ -53,6 +56,7 @@ impl SceneView {
             SceneView::Scaling => "scaling",
             SceneView::Model => "model",
             SceneView::Tokens => "tokens",
+            SceneView::Train => "train",
         }
     }
 }

@@ -75,7 +75,7 @@ pub struct EvalRecord {
 
 /// What a view shows: progress, every evaluation so far, and the probe's head scores
 /// and attention maps as of the last evaluation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub step: usize,
     pub steps: usize,

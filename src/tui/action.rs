@@ -81,6 +81,28 @@ pub enum Action {
     Measurement(crate::engine::scaling::Progress),
     /// A control of the flash view.
     Flash(FlashAction),
+    /// A control of the training run (the train view).
+    Train(TrainAction),
+    /// What the training worker reports, delivered by the event loop.
+    TrainReport(Box<TrainReport>),
+}
+
+/// The training run's controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrainAction {
+    /// Pause or resume (in a lesson: the lesson and its run together).
+    PlayPause,
+    /// Train to the next evaluation, then pause.
+    Step,
+}
+
+/// A report of the training worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrainReport {
+    /// An evaluation happened: the run as of now.
+    Snapshot(crate::train::Snapshot),
+    /// A step or an evaluation failed; the run stops.
+    Failed(String),
 }
 
 /// The flash view's controls (FlashAttention tile by tile).

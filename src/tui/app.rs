@@ -14,6 +14,7 @@ use crate::tui::render::draw;
 use crate::tui::state::State;
 use crate::tui::terminal::{self, TerminalGuard, io_error};
 use crate::tui::update::update;
+use crate::tui::{train_worker, training};
 
 /// How long to wait for input when nothing is animating (the screen still redraws
 /// after every event, so this only bounds idle wake-ups).
@@ -59,6 +60,9 @@ pub fn run(mut state: State) -> Result<()> {
     ticker.elapsed(&clock);
     // Starts and stops the scaling view's measuring thread; its reports come in as actions.
     let mut measuring = Driver::default();
+    // Steps `attnviz train`'s run on a worker thread; its snapshots come in as actions.
+    let mut training = train_worker::Driver::default();
+    training.sync(&mut state);
     // For the test that the panic path restores the terminal (tests/terminal_restore.rs):
     // a panic after the first frame, while the app owns the terminal.
     let panic_for_test = std::env::var_os("ATTNVIZ_TEST_PANIC").is_some();
@@ -69,7 +73,7 @@ pub fn run(mut state: State) -> Result<()> {
         }
         let next_change = state.next_change_in_ms();
         let timeout = next_change.map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
-        let timeout = if measuring.busy() {
+        let timeout = if measuring.busy() || training.busy() {
             timeout.min(MEASURE_POLL)
         } else {
             timeout
@@ -90,8 +94,12 @@ pub fn run(mut state: State) -> Result<()> {
             }
         }
         measuring.sync(&mut state);
+        training.sync(&mut state);
         let ms = ticker.elapsed(&clock);
-        if state.script.as_ref().is_some_and(|p| p.playing) || tiles_were_playing {
+        if state.script.as_ref().is_some_and(|p| p.playing)
+            || tiles_were_playing
+            || training::running_inline(&state)
+        {
             update(&mut state, Action::Tick { ms });
         }
     }

@@ -36,6 +36,16 @@ pub fn lesson_state(
 ) -> Result<State> {
     let state = match &scene.model {
         SceneModel::Toy(config) => State::for_model(config.clone(), options)?,
+        SceneModel::Train(t) => {
+            // One thread: a lesson's model is tiny, and the numbers are the same for any
+            // thread count anyway.
+            let trainer = crate::train::Trainer::new(t.config(1), t.source())?;
+            let state = State::for_training(trainer, t.eval_every, Some(t.rate), options)?
+                .with_script(steps, autoplay, speed);
+            let mut state = state;
+            crate::tui::training::follow_script(&mut state);
+            return Ok(state);
+        }
         SceneModel::Pretrained(p) => {
             let session = pretrained_session(scene, p)?;
             check_steps(scene, &session, &steps)?;

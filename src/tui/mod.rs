@@ -70,6 +70,8 @@ pub mod script;
 pub mod state;
 pub mod terminal;
 pub mod theme;
+pub mod train_worker;
+pub mod training;
 pub mod update;
 pub mod view_kind;
 pub mod views;

@@ -158,6 +158,12 @@ pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'stati
         (V::Model, Lang::Zh) => {
             "一次看到每一层的每个头：训练过的头各有分工（有的看前一个词元，有的看第一个词元，有的看前面出现过的同一个词元）。按 Enter 打开光标下的头。"
         }
+        (V::Train, Lang::En) => {
+            "A model learns to predict random tokens with a span repeated: the repeat is predictable only by copying, which needs two heads in two layers working together."
+        }
+        (V::Train, Lang::Zh) => {
+            "模型学习预测随机词元，其中有一段会重复：只有“复制”才能预测重复的部分，这需要两层里的两个头配合。"
+        }
         (V::Tokens, Lang::En) => {
             "Where the selected token looks: a line to each token it attends to, one colour per head; a strong weight is a bright line."
         }

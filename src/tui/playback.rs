@@ -6,6 +6,7 @@ use crate::model::forward::ForwardOptions;
 use crate::tui::change::{rebuild, rerun};
 use crate::tui::script::ScriptStep;
 use crate::tui::state::{Playback, SPEEDS, Source, State, StatusKind};
+use crate::tui::training::{self, Gate};
 use crate::tui::views;
 
 impl State {
@@ -160,6 +161,7 @@ pub(crate) fn play_pause(state: &mut State) {
     } else {
         p.playing = true;
     }
+    training::follow_script(state);
 }
 
 pub(crate) fn change_speed(state: &mut State, delta: isize) {
@@ -203,8 +205,33 @@ fn advance(state: &mut State) {
             return;
         }
         let rest = p.elapsed_ms - dwell;
+        // A training lesson's next step may wait for the run, or be skipped when the
+        // run ended without reaching what it waits for.
+        let mut next = p.index + 1;
+        loop {
+            let when = state.script.as_ref().and_then(|p| p.steps.get(next)?.when);
+            match training::gate(state, when.as_ref()) {
+                Gate::Open => break,
+                Gate::Skip => next += 1,
+                Gate::Wait => {
+                    if let Some(p) = state.script.as_mut() {
+                        p.elapsed_ms = dwell;
+                    }
+                    return;
+                }
+            }
+        }
+        let Some(p) = state.script.as_mut() else {
+            return;
+        };
+        if next >= p.steps.len() {
+            // Every step left waited for something the run never reached.
+            p.elapsed_ms = dwell;
+            p.playing = false;
+            return;
+        }
         let finished = p.steps[p.index].animate;
-        p.index += 1;
+        p.index = next;
         p.frame = None;
         let step = p.steps[p.index].clone();
         // A tick long enough to pass the step's end passed its animation's end too.

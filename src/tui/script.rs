@@ -5,7 +5,9 @@
 
 use crate::cli::Lang;
 use crate::engine::pipeline::StageId;
-use crate::scene::{self, Animation, FlashBlocks, Intervention, ModelShow, Scene, Variant};
+use crate::scene::{
+    self, Animation, Condition, FlashBlocks, Intervention, ModelShow, Scene, Variant,
+};
 use crate::tui::view_kind::ViewKind;
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -38,6 +40,9 @@ pub struct ScriptStep {
     pub animate: Option<Animation>,
     /// Use these block sizes in the flash view (the scene's grid, on its first step).
     pub flash_blocks: Option<FlashBlocks>,
+    /// A training lesson's step waits until the run meets this (skipped if it ends
+    /// without).
+    pub when: Option<Condition>,
 }
 
 impl From<scene::ScriptStep> for ScriptStep {
@@ -57,6 +62,7 @@ impl From<scene::ScriptStep> for ScriptStep {
             marker: s.marker,
             animate: s.animate,
             flash_blocks: s.flash_blocks,
+            when: s.when,
         }
     }
 }

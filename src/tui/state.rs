@@ -146,6 +146,8 @@ pub struct State {
     pub overlay: Overlay,
     pub script: Option<Playback>,
     pub quit: bool,
+    /// What steps the training run, when the app shows one (the train view).
+    pub(crate) training: Option<crate::tui::training::Runner>,
     /// Tokens taken off by `-`, given back by `+`.
     pub(crate) reserve: Vec<String>,
     /// The sentence as first given, repeated by `+` when nothing is in reserve.
@@ -207,6 +209,7 @@ impl State {
             overlay: Overlay::None,
             script: None,
             quit: false,
+            training: None,
             reserve: Vec::new(),
             original_tokens,
         };
@@ -238,7 +241,11 @@ impl State {
     /// The narration line: a script's, or the current view's or stage's own.
     pub fn narration_text(&self) -> String {
         if let Some(n) = &self.narration {
-            return n.clone();
+            // A training lesson's narration quotes the run's last evaluation.
+            return match crate::tui::training::last_evaluation(self) {
+                Some((last, _)) => crate::scene::train::fill(n, &last),
+                None => n.clone(),
+            };
         }
         if self.source.session().is_some()
             && let Some(n) = narration::view_on_model(self.view, self.options.lang)
@@ -253,10 +260,11 @@ impl State {
 
     /// Milliseconds of scene time until autoplay changes the step, if it is playing.
     pub fn next_change_in_ms(&self) -> Option<u64> {
+        let waiting = self.waits_for_training();
         let script = self
             .script
             .as_ref()
-            .filter(|p| p.playing && !p.finished())
+            .filter(|p| p.playing && !p.finished() && !waiting)
             .map(|p| {
                 // The step's end, or its animation's next position if that comes first.
                 let mut until = p.dwell_ms(p.index) as f64;
@@ -268,11 +276,22 @@ impl State {
                 let left = until - p.elapsed_ms;
                 (left.max(0.0) / p.speed).ceil() as u64
             });
-        // The flash view's tiles animate on their own clock.
+        // The flash view's tiles animate on their own clock, a training run on its own.
         let tiles = views::flash::next_tile_in_ms(&self.ctx);
-        match (script, tiles) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let training = crate::tui::training::next_eval_in_ms(self);
+        [script, tiles, training].into_iter().flatten().min()
+    }
+
+    /// Is the lesson holding its step until the training run meets the next step's
+    /// `when`?
+    pub fn waits_for_training(&self) -> bool {
+        let Some(p) = &self.script else {
+            return false;
+        };
+        p.elapsed_ms >= p.dwell_ms(p.index) as f64
+            && p.steps.get(p.index + 1).is_some_and(|s| {
+                crate::tui::training::gate(self, s.when.as_ref())
+                    == crate::tui::training::Gate::Wait
+            })
     }
 }

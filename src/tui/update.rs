@@ -13,13 +13,17 @@ use crate::tui::context::Request;
 use crate::tui::layout;
 use crate::tui::playback::{apply_step, change_speed, goto_step, play_pause, tick};
 use crate::tui::state::{LineEditor, Overlay, ScaleChange, Source, State, StatusKind};
+use crate::tui::training;
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views;
 
 pub fn update(state: &mut State, action: Action) {
     if !matches!(
         action,
-        Action::Tick { .. } | Action::Resize { .. } | Action::Measurement(_)
+        Action::Tick { .. }
+            | Action::Resize { .. }
+            | Action::Measurement(_)
+            | Action::TrainReport(_)
     ) {
         state.status = None;
     }
@@ -121,8 +125,13 @@ pub fn update(state: &mut State, action: Action) {
             for view in views::VIEWS {
                 view.update(state, Action::Tick { ms });
             }
+            // A training run first, so that a lesson step waiting for it sees the
+            // evaluation this tick made.
+            training::tick(state, ms);
             tick(state, ms);
         }
+        Action::Train(a) => training::control(state, a),
+        Action::TrainReport(r) => training::report(state, *r),
         Action::ViewCommand(_) => to_view(state, views::current(state), action),
         Action::Measurement(_) => to_view(state, views::find(ViewKind::Scaling), action),
         Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),

@@ -17,6 +17,7 @@ mod pipeline;
 mod position;
 pub mod scaling;
 mod tokens;
+pub mod train;
 mod variants;
 
 use crate::tui::component::View;
@@ -38,6 +39,7 @@ pub static VIEWS: &[&dyn View] = &[
     &decode::DecodeView,
     &variants::VariantsView,
     &scaling::ScalingView,
+    &train::TrainView,
 ];
 
 /// The view of this kind, if this build has it (scene files name views in their own

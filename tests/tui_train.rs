@@ -1,0 +1,324 @@
+//! The train view: a run stepped through the app's pure `update` on virtual time
+//! (ticks, pause, resume, step), the same run whether the UI steps it inline, on the
+//! worker thread or not at all, screens at 100x30 and 120x40, and the `induction-heads`
+//! lesson: its narration's conditions and numbers against the run it shows, and its
+//! recording the same bytes twice.
+
+use attnviz::cli::{Lang, TermSize};
+use attnviz::record::palette::Defaults;
+use attnviz::record::{HeadlessOptions, animated_svg, cast, gif, play_through, still};
+use attnviz::scene::{self, Condition};
+use attnviz::train::{AdamW, EvalRecord, ModelShape, Source, TrainConfig, Trainer};
+use attnviz::tui::keymap::action_for;
+use attnviz::tui::train_worker::Driver;
+use attnviz::tui::views::train::{TrainLab, lab};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, update};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+const EVAL_EVERY: usize = 5;
+
+fn config() -> TrainConfig {
+    TrainConfig {
+        shape: ModelShape {
+            layers: 2,
+            heads: 2,
+            d_model: 16,
+            context: 12,
+            vocab: 8,
+        },
+        steps: 30,
+        batch: 4,
+        lr: 3e-3,
+        warmup: 3,
+        adamw: AdamW::default(),
+        clip: 1.0,
+        seed: 5,
+        threads: 1,
+        eval_batch: 8,
+    }
+}
+
+fn trainer() -> Trainer {
+    Trainer::new(config(), Source::Induction { vocab: 8 }).unwrap()
+}
+
+/// The run at 10 steps per second of virtual time.
+fn inline() -> State {
+    let o = AppOptions::headless(Lang::En, None, false, "train test");
+    State::for_training(trainer(), EVAL_EVERY, Some(10.0), o).unwrap()
+}
+
+fn the_lab(s: &State) -> &TrainLab {
+    lab(s).expect("a run")
+}
+
+fn press(s: &mut State, c: char) {
+    if let Some(a) = action_for(s, &KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)) {
+        update(s, a);
+    }
+}
+
+/// The evaluations without their wall-clock time.
+fn losses(h: &[EvalRecord]) -> Vec<(usize, u64, u64, u64)> {
+    h.iter()
+        .map(|r| {
+            (
+                r.step,
+                r.loss.to_bits(),
+                r.loss_repeated.to_bits(),
+                r.induction_max.to_bits(),
+            )
+        })
+        .collect()
+}
+
+/// The run without any UI: step, evaluating every EVAL_EVERY steps.
+fn direct() -> Vec<EvalRecord> {
+    let mut t = trainer();
+    t.evaluate().unwrap();
+    while !t.done() {
+        t.step().unwrap();
+        if t.step_count().is_multiple_of(EVAL_EVERY) || t.done() {
+            t.evaluate().unwrap();
+        }
+    }
+    t.snapshot().history
+}
+
+fn screen(s: &mut State, cols: u16, rows: u16) -> String {
+    update(s, Action::Resize { cols, rows });
+    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
+    term.draw(|f| draw(s, f)).unwrap();
+    term.backend().to_string()
+}
+
+#[test]
+fn virtual_time_trains_at_the_rate_and_evaluates_on_schedule() {
+    let mut s = inline();
+    assert_eq!(s.view, ViewKind::Train);
+    assert_eq!(the_lab(&s).snapshot.step, 0);
+    assert_eq!(s.next_change_in_ms(), Some(500));
+    update(&mut s, Action::Tick { ms: 400 });
+    // Four steps taken, no evaluation yet: the screen's snapshot is still step 0.
+    assert_eq!(the_lab(&s).snapshot.step, 0);
+    assert_eq!(s.next_change_in_ms(), Some(100));
+    update(&mut s, Action::Tick { ms: 100 });
+    assert_eq!(the_lab(&s).snapshot.step, 5);
+    assert_eq!(the_lab(&s).snapshot.history.len(), 2);
+    update(&mut s, Action::Tick { ms: 60_000 });
+    assert!(the_lab(&s).done());
+    assert_eq!(s.next_change_in_ms(), None);
+    assert_eq!(
+        losses(&the_lab(&s).snapshot.history),
+        losses(&direct()),
+        "the UI changes when steps happen, never what they compute"
+    );
+    // The probe's maps are the app's source too: the heads view shows them.
+    let snap = &the_lab(&s).snapshot;
+    assert_eq!(s.pipeline.shape.n_k, snap.probe.len());
+    assert_eq!(s.source.layers(), snap.maps.len());
+}
+
+#[test]
+fn space_pauses_and_resumes_and_the_period_trains_to_the_next_evaluation() {
+    let mut s = inline();
+    press(&mut s, ' ');
+    assert!(the_lab(&s).paused);
+    assert_eq!(s.next_change_in_ms(), None);
+    update(&mut s, Action::Tick { ms: 5_000 });
+    assert_eq!(the_lab(&s).snapshot.step, 0, "paused: time passes, no step");
+    press(&mut s, '.');
+    assert_eq!(the_lab(&s).snapshot.step, 5);
+    assert!(the_lab(&s).paused, "a step leaves the run paused");
+    press(&mut s, '.');
+    assert_eq!(the_lab(&s).snapshot.step, 10);
+    press(&mut s, ' ');
+    assert!(!the_lab(&s).paused);
+    update(&mut s, Action::Tick { ms: 500 });
+    assert_eq!(the_lab(&s).snapshot.step, 15);
+    update(&mut s, Action::Tick { ms: 60_000 });
+    assert_eq!(losses(&the_lab(&s).snapshot.history), losses(&direct()));
+}
+
+#[test]
+fn the_worker_thread_trains_the_same_run_and_obeys_pause() {
+    let o = AppOptions::headless(Lang::En, None, false, "worker test");
+    let mut s = State::for_training(trainer(), EVAL_EVERY, None, o).unwrap();
+    // Paused before the worker starts: it waits; one step trains to step 5 and stops.
+    update(
+        &mut s,
+        Action::Train(attnviz::tui::action::TrainAction::PlayPause),
+    );
+    let mut driver = Driver::default();
+    update(
+        &mut s,
+        Action::Train(attnviz::tui::action::TrainAction::Step),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while the_lab(&s).snapshot.step < 5 {
+        driver.sync(&mut s);
+        assert!(std::time::Instant::now() < deadline, "no report");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    driver.sync(&mut s);
+    assert_eq!(the_lab(&s).snapshot.step, 5, "paused after the step");
+    update(
+        &mut s,
+        Action::Train(attnviz::tui::action::TrainAction::PlayPause),
+    );
+    while !the_lab(&s).done() {
+        driver.sync(&mut s);
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(losses(&the_lab(&s).snapshot.history), losses(&direct()));
+}
+
+#[test]
+fn screens_at_100x30_and_120x40() {
+    let mut s = inline();
+    update(&mut s, Action::Tick { ms: 2_000 });
+    insta::assert_snapshot!("train_step20_100x30", screen(&mut s, 100, 30));
+    press(&mut s, ' ');
+    insta::assert_snapshot!("train_step20_paused_120x40", screen(&mut s, 120, 40));
+    update(&mut s, Action::Tick { ms: 60_000 });
+    press(&mut s, ' ');
+    update(&mut s, Action::Tick { ms: 60_000 });
+    let done = screen(&mut s, 100, 30);
+    assert!(done.contains("step 30 / 30"), "{done}");
+    assert!(done.contains("done"), "{done}");
+    assert!(!done.contains("left"), "no time left once done: {done}");
+}
+
+#[test]
+fn the_train_view_is_only_offered_with_a_run() {
+    let o = AppOptions::headless(Lang::En, None, false, "no run");
+    let mut s = State::for_model(attnviz::engine::pipeline::ModelConfig::example(), o).unwrap();
+    update(&mut s, Action::SetView(ViewKind::Train));
+    assert_ne!(s.view, ViewKind::Train);
+    assert!(s.status.as_ref().unwrap().text.contains("training run"));
+}
+
+fn lesson_options(lang: Lang) -> HeadlessOptions {
+    HeadlessOptions {
+        lang,
+        size: TermSize {
+            cols: 100,
+            rows: 30,
+        },
+        speed: 1.0,
+        theme: None,
+        ascii: false,
+    }
+}
+
+/// The lesson's steps as shown, each with the run's last evaluation when it began, and
+/// the run's whole history.
+fn play_lesson(lang: Lang) -> (Vec<(usize, EvalRecord, bool, String)>, Vec<EvalRecord>) {
+    let scene = scene::builtin("induction-heads").unwrap();
+    let mut p =
+        attnviz::record::headless::Headless::new(&scene, &lesson_options(lang), true).unwrap();
+    let mut shown = Vec::new();
+    let mut last = None;
+    loop {
+        let k = p.step_index();
+        if k != last {
+            let s = p.state();
+            let l = the_lab(s);
+            shown.push((
+                k.unwrap(),
+                *l.snapshot.history.last().unwrap(),
+                l.done(),
+                s.narration_text(),
+            ));
+            last = k;
+        }
+        let Some(wait) = p.next_change_in_ms() else {
+            break;
+        };
+        p.tick(wait.max(1));
+    }
+    let history = the_lab(p.state()).snapshot.history.clone();
+    assert!(
+        the_lab(p.state()).done(),
+        "the lesson trains its run to the end"
+    );
+    (shown, history)
+}
+
+#[test]
+fn the_lesson_narrates_what_its_run_does() {
+    let scene = scene::builtin("induction-heads").unwrap();
+    for lang in [Lang::En, Lang::Zh] {
+        let (shown, history) = play_lesson(lang);
+        let shown_steps: Vec<usize> = shown.iter().map(|s| s.0).collect();
+        for (i, step) in scene.steps.iter().enumerate() {
+            match (&step.when, shown.iter().find(|s| s.0 == i)) {
+                // A step that waits shows only once the run meets its condition...
+                (Some(c), Some((_, last, done, _))) => {
+                    assert!(c.holds(last, *done), "step {i} ({c}) at {last:?}")
+                }
+                // ... and is skipped only if the run never does.
+                (Some(c), None) => {
+                    let end = history.len() - 1;
+                    for (j, r) in history.iter().enumerate() {
+                        assert!(!c.holds(r, j == end), "step {i} ({c}) skipped at {r:?}");
+                    }
+                }
+                (None, found) => assert!(found.is_some(), "step {i} not shown"),
+            }
+        }
+        assert!(
+            shown_steps.windows(2).all(|w| w[0] < w[1]),
+            "{shown_steps:?}"
+        );
+        // The final step comes when the run is done, and quotes its last numbers.
+        let (k, last, done, text) = shown.last().unwrap();
+        assert_eq!(scene.steps[*k].when, Some(Condition::Done));
+        assert!(done);
+        assert!(
+            text.contains(&format!("{:.2}", last.loss_repeated)),
+            "{text}"
+        );
+        assert!(text.contains(&last.step.to_string()), "{text}");
+        assert!(!text.contains('{'), "{text}");
+    }
+}
+
+#[test]
+fn the_lesson_records_the_same_bytes_twice_in_every_format() {
+    let scene = scene::builtin("induction-heads").unwrap();
+    let o = lesson_options(Lang::Zh);
+    let a = play_through(&scene, &o).unwrap();
+    let b = play_through(&scene, &o).unwrap();
+    assert_eq!(cast(&a).unwrap(), cast(&b).unwrap());
+    assert_eq!(
+        animated_svg::svg(&a, Defaults::DARK),
+        animated_svg::svg(&b, Defaults::DARK)
+    );
+    assert_eq!(
+        gif::gif(&a, Defaults::LIGHT, None).unwrap().bytes,
+        gif::gif(&b, Defaults::LIGHT, None).unwrap().bytes
+    );
+    // The curve moves: the run's frames differ beyond the narration.
+    assert!(
+        a.frames.len() > scene.steps.len(),
+        "{} frames",
+        a.frames.len()
+    );
+    let last = still::text(&a.frames.last().unwrap().screen);
+    assert!(last.contains("240 / 240"), "{last}");
+}
+
+#[test]
+fn a_still_of_a_training_step_shows_the_run_up_to_it() {
+    let scene = scene::builtin("induction-heads").unwrap();
+    let o = lesson_options(Lang::En);
+    let first = still::text(&attnviz::record::headless::still(&scene, &o, 1).unwrap());
+    assert!(first.contains("step 0 / 240"), "{first}");
+    let second = still::text(&attnviz::record::headless::still(&scene, &o, 2).unwrap());
+    assert!(!second.contains("step 0 / 240"), "{second}");
+}
