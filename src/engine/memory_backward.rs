@@ -29,8 +29,10 @@ impl BackwardTraffic {
     }
 }
 
-/// The closed form of [`backward_traffic`]'s dense count, for the screen and docs.
-pub const BACKWARD_FORMULA: &str = "2 Nq dv + Nq + Nq d (D, dQ = 0) + 2 Nk (d + dv) (K, V in; dK, dV out) + Tc Nq (3d + dv + 2) (Q, dO, L, D, dQ in; dQ out per tile)";
+/// The closed form of [`backward_traffic`]'s dense count, for the screen and docs: D and
+/// dQ = 0 before the loops; K, V in and dK, dV out once per key block; Q, dO, L, D, dQ
+/// in and dQ out on every one of the Tc x Tr tiles.
+pub const BACKWARD_FORMULA: &str = "2 Nq dv + Nq (d + 1) + 2 Nk (d + dv) + Tc Nq (3d + dv + 2)";
 
 /// Standard attention's backward (Dao et al. 2022, Algorithm 3), which materialises
 /// P, dP and dS: dV = P^T dO reads P, dO and writes dV; dP = dO V^T reads dO, V and

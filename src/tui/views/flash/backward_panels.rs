@@ -195,7 +195,7 @@ fn render_legend(state: &Context, bw: &BackwardLab, k: usize, area: Rect, buf: &
     }
 }
 
-/// Draw what is on chip for the tile at position `k`: dK_j, dV_j after it, S, P, dS.
+/// Draw what is on chip for the tile at position `k`: S, P, dS and dK_j, dV_j after it.
 /// Returns the first line below what it drew.
 fn render_sram(
     state: &Context,
@@ -217,24 +217,7 @@ fn render_sram(
     let mats = bw.tile_matrices(k);
     let dk = bw.key_grads(k, false);
     let dv = bw.key_grads(k, true);
-    // Blocks are dropped from the front when the screen is small: the accumulators
-    // first, then S, so P and dS stay longest.
-    let mut blocks = vec![
-        Block {
-            title: format!("dK{j} [{} x {}]", k_rows.len(), dk.ncols()),
-            data: dk.view(),
-            rows: k_rows,
-            cols: &lab.dim_labels,
-            masked: false,
-        },
-        Block {
-            title: format!("dV{j} [{} x {}]", k_rows.len(), dv.ncols()),
-            data: dv.view(),
-            rows: k_rows,
-            cols: &lab.value_labels,
-            masked: false,
-        },
-    ];
+    let mut blocks = Vec::new();
     if let Some([s, p, ds]) = &mats {
         let dims = format!("[{} x {}]", q_rows.len(), k_rows.len());
         for (name, m) in [("S", s), ("P", p), ("dS", ds)] {
@@ -247,6 +230,20 @@ fn render_sram(
             });
         }
     }
+    blocks.push(Block {
+        title: format!("dK{j} [{} x {}]", k_rows.len(), dk.ncols()),
+        data: dk.view(),
+        rows: k_rows,
+        cols: &lab.dim_labels,
+        masked: false,
+    });
+    blocks.push(Block {
+        title: format!("dV{j} [{} x {}]", k_rows.len(), dv.ncols()),
+        data: dv.view(),
+        rows: k_rows,
+        cols: &lab.value_labels,
+        masked: false,
+    });
     let (first, cell, placed) = place(&blocks, area);
     let title = if ev.skipped {
         format!(
