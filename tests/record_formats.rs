@@ -314,6 +314,44 @@ fn the_command_line_writes_each_format_twice_the_same() {
     }
 }
 
+/// The backward lesson records in every format, the same bytes twice, and its frames
+/// show the backward's tiles (key blocks outer) with its traffic beside the forward's.
+#[test]
+fn the_backward_lesson_records_each_format_twice_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    for ext in ["cast", "svg", "gif"] {
+        let mut runs = Vec::new();
+        for k in 0..2 {
+            let out = dir.path().join(format!("fb{k}.{ext}"));
+            let run = attnviz()
+                .args(["play", "flash-backward", "--size", "100x30", "--record"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            runs.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(runs[0], runs[1], ".{ext} differs between runs");
+        assert!(!runs[0].is_empty());
+    }
+    let rec = recording("flash-backward", Lang::En);
+    let all = texts(&rec).join("\n");
+    for want in [
+        "BACKWARD",
+        "P0,0",
+        "dK0",
+        "dV0",
+        "standard backward",
+        "forward FA2",
+    ] {
+        assert!(all.contains(want), "no {want} in the recording");
+    }
+}
+
 #[test]
 fn an_unknown_extension_exits_2_naming_the_formats() {
     let dir = tempfile::tempdir().unwrap();

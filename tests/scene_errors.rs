@@ -40,6 +40,7 @@ fixture!(many_problems, "many-problems");
 fixture!(missing_field, "missing-field");
 fixture!(bad_variant, "bad-variant");
 fixture!(animate_wrong, "animate-wrong");
+fixture!(bad_pass, "bad-pass");
 
 #[test]
 fn the_valid_fixture_is_valid() {

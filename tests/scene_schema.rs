@@ -107,6 +107,14 @@ fn the_schema_lists_every_view_and_stage() {
         names(&s["$defs"]["step"]["properties"]["variant"]["enum"]),
         variants
     );
+    let passes: Vec<String> = attnviz::scene::FlashPass::ALL
+        .iter()
+        .map(|p| p.name().to_string())
+        .collect();
+    assert_eq!(
+        names(&s["$defs"]["step"]["properties"]["pass"]["enum"]),
+        passes
+    );
 }
 
 #[test]

@@ -266,10 +266,7 @@ pub fn compute_backward(args: &TraceArgs) -> Result<BackwardTrace> {
             }
             g
         }
-        None => {
-            let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xD0);
-            Array2::from_shape_fn((n_q, dv), |_| rng.random_range(-1.0f32..1.0))
-        }
+        None => flash_backward::seeded_grad_out(n_q, dv, args.seed),
     };
     let spec = AttnSpec {
         mask: Mask::resolve(&args.mask, 1, 1, n_q, n_k)?,

@@ -5,11 +5,15 @@
 
 use std::ops::Range;
 
-use ndarray::ArrayView2;
+use ndarray::{Array2, ArrayView2};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::{Error, Result};
-use crate::kernel::{self, BackwardInputs, GradObserver, GradView, KernelOptions, Tier};
+use crate::kernel::{
+    self, BackwardInputs, GradObserver, GradView, KernelOptions, ScoresView, Tier,
+};
 
 /// One tile of the backward: which rows of dQ and which keys (rows of dK, dV) it
 /// updated, their values after it, and the P and dS it recomputed.
@@ -29,6 +33,9 @@ pub struct BackwardEvent {
     pub dk: Vec<Vec<f64>>,
     /// dV of `cols` after the tile, [cols][dv].
     pub dv: Vec<Vec<f64>>,
+    /// S = scale Q_i K_j^T + biases as the backward recomputed it, [rows][cols], -inf
+    /// where masked; None for a skipped tile.
+    pub s: Option<Vec<Vec<f64>>>,
     /// P = exp(S - L), recomputed, [rows][cols]; None for a skipped tile.
     pub p: Option<Vec<Vec<f64>>>,
     /// scale * dS = scale * P (dP - D), [rows][cols]; None for a skipped tile.
@@ -62,9 +69,22 @@ pub struct BackwardTrace {
 
 struct Recorder {
     events: Vec<BackwardEvent>,
+    /// The scores of the tile in progress, until its gradients arrive.
+    scores: Option<Vec<Vec<f64>>>,
 }
 
 impl GradObserver for Recorder {
+    const WANTS_SCORES: bool = true;
+
+    fn scores(&mut self, _h: usize, _q_block: usize, _k_block: usize, s: ScoresView<'_>) {
+        let cols = s.cols();
+        self.scores = Some(
+            (0..s.rows())
+                .map(|r| cols.clone().map(|j| s.s(r, j)).collect())
+                .collect(),
+        );
+    }
+
     fn tile(&mut self, _h: usize, q_block: usize, k_block: usize, skipped: bool, v: GradView<'_>) {
         let (rows, cols) = (v.rows(), v.cols());
         let grid = |f: &dyn Fn(usize, usize) -> f64| -> Vec<Vec<f64>> {
@@ -72,6 +92,9 @@ impl GradObserver for Recorder {
                 .map(|r| cols.clone().map(|j| f(r, j)).collect())
                 .collect()
         };
+        // A band mask can trim a tile to no keys at all: then it saw no score, all -inf.
+        let s = self.scores.take();
+        let s = (!skipped).then(|| s.unwrap_or_else(|| grid(&|_, _| f64::NEG_INFINITY)));
         self.events.push(BackwardEvent {
             q_block,
             k_block,
@@ -81,10 +104,18 @@ impl GradObserver for Recorder {
             dq: (0..rows.len()).map(|r| v.dq(r)).collect(),
             dk: (0..cols.len()).map(|jj| v.dk(jj)).collect(),
             dv: (0..cols.len()).map(|jj| v.dv(jj)).collect(),
+            s,
             p: (!skipped).then(|| grid(&|r, j| v.p(r, j))),
             ds: (!skipped).then(|| grid(&|r, j| v.ds(r, j))),
         });
     }
+}
+
+/// The upstream gradient dO [n_q, dv] a backward trace uses when none is given: uniform
+/// in [-1, 1) from `seed` (the same for `attnviz trace --backward` and the flash view).
+pub fn seeded_grad_out(n_q: usize, dv: usize, seed: u64) -> Array2<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xD0);
+    Array2::from_shape_fn((n_q, dv), |_| rng.random_range(-1.0f32..1.0))
 }
 
 /// Run one head's forward, then its backward tile by tile, recording every tile.
@@ -128,7 +159,10 @@ pub fn trace_backward(
         lse: &fwd.lse,
         dout: &g,
     };
-    let mut rec = Recorder { events: Vec::new() };
+    let mut rec = Recorder {
+        events: Vec::new(),
+        scores: None,
+    };
     let grads =
         kernel::attention_backward_observed(&shape, &inp, spec, Some(tier), br, bc, &mut rec)?;
     let rows = |x: &[f32], w: usize| -> Vec<Vec<f64>> {

@@ -29,6 +29,7 @@ pub mod flash_backward;
 pub mod gqa;
 pub mod kv_cache;
 pub mod memory;
+pub mod memory_backward;
 pub mod naive;
 pub mod pe;
 pub mod pipeline;

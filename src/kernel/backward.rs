@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use super::backward_tile::{self, BwdScratch, KvBlock, QBlock, TileGrads};
 use super::buf::AlignedBuf;
 use super::tier::Tier;
-use super::tile::Head;
+use super::tile::{Head, ScoresView};
 use super::{KernelOptions, check_problem, check_range, default_threads, pool};
 use crate::engine::mask::TileClass;
 use crate::engine::problem::{AttnSpec, ProblemShape};
@@ -138,6 +138,14 @@ fn widen(xs: &[f32]) -> Vec<f64> {
 
 /// Called after every tile of the backward. [`NoGradObserver`] compiles to nothing.
 pub trait GradObserver {
+    /// Whether [`GradObserver::scores`] wants the tile's recomputed scores (the fast
+    /// path's observer does not, so it never builds them).
+    const WANTS_SCORES: bool = false;
+
+    /// The scores S of tile (q_block, k_block) of query head `h` as the backward
+    /// recomputed them, before P = exp(S - L); only called when `WANTS_SCORES`.
+    fn scores(&mut self, _h: usize, _q_block: usize, _k_block: usize, _s: ScoresView<'_>) {}
+
     /// After tile (q_block, k_block) of query head `h`: what it updated, or that the
     /// tile was skipped (then `view` shows the unchanged state).
     fn tile(&mut self, h: usize, q_block: usize, k_block: usize, skipped: bool, view: GradView<'_>);
@@ -579,6 +587,29 @@ impl<O: GradObserver> WithSimd for TaskJob<'_, '_, O> {
                     let qblk = pack.block(geo, head, qb);
                     let dq = &mut out.dq.as_mut_slice()[hh * dq_head + qb * ld * ldq..][..ld * ldq];
                     if !skipped {
+                        let observer = &mut *self.observer;
+                        let on_scores = |st: &[f32], computed: std::ops::Range<usize>| {
+                            if O::WANTS_SCORES {
+                                let shift: Vec<f64> = qblk
+                                    .rows
+                                    .clone()
+                                    .map(|i| head.mask.row_shift(head.b, head.h, i))
+                                    .collect();
+                                observer.scores(
+                                    head.h,
+                                    qb,
+                                    kb,
+                                    ScoresView::new(
+                                        qblk.rows.len(),
+                                        cols.clone(),
+                                        computed,
+                                        st,
+                                        ld,
+                                        &shift,
+                                    ),
+                                );
+                            }
+                        };
                         backward_tile::backward_tile(
                             s,
                             head,
@@ -592,6 +623,7 @@ impl<O: GradObserver> WithSimd for TaskJob<'_, '_, O> {
                                 dk: &mut *dk,
                                 dv: &mut *dv,
                             },
+                            on_scores,
                         );
                     } else {
                         scr.computed = 0..0;

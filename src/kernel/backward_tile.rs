@@ -99,6 +99,7 @@ pub(crate) fn backward_tile<S: Simd>(
     scale: f32,
     scr: &mut BwdScratch,
     g: TileGrads<'_>,
+    on_scores: impl FnOnce(&[f32], Range<usize>),
 ) {
     let tile_cols = kv.cols.clone();
     // As in the forward: a band mask masks the keys outside the union of the rows' bands
@@ -146,6 +147,8 @@ pub(crate) fn backward_tile<S: Simd>(
         };
         tile::apply_biases(s, head, &rows, pt, ld, cols.clone(), class);
     }
+    // An observer sees S as recomputed, before it turns into P in place.
+    on_scores(pt, cols.clone());
 
     // 2. P^T = 2^(S^T - L2).
     exp_minus_lse::<S>(s, pt, qblk.l2, ld, nk);

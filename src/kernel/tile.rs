@@ -185,7 +185,27 @@ pub struct ScoresView<'a> {
     shift: &'a [f64],
 }
 
-impl ScoresView<'_> {
+impl<'a> ScoresView<'a> {
+    /// Scores held transposed as `st` [keys of `computed`][ld] in base 2, less the row
+    /// shift `shift` (per row; empty if none).
+    pub(crate) fn new(
+        rows: usize,
+        cols: Range<usize>,
+        computed: Range<usize>,
+        st: &'a [f32],
+        ld: usize,
+        shift: &'a [f64],
+    ) -> Self {
+        ScoresView {
+            rows,
+            cols,
+            computed,
+            st,
+            ld,
+            shift,
+        }
+    }
+
     /// Rows of the query block.
     pub fn rows(&self) -> usize {
         self.rows

@@ -30,6 +30,7 @@ scenes![
     "memory-wall",
     "flash-tiling",
     "flash2-loop-order",
+    "flash-backward",
     "kv-cache",
     "gqa",
     "sliding-window",

@@ -2,6 +2,7 @@
 //! flash view's block sizes and its steps.
 
 pub use super::grid::{Animation, FlashBlocks};
+use super::pass::FlashPass;
 use super::pretrained::{Intervention, Pretrained};
 use super::script::ScriptStep;
 use super::train::{Condition, TrainLesson};
@@ -53,6 +54,8 @@ pub struct Step {
     pub tiles: Vec<(usize, usize)>,
     /// The variants view's panel.
     pub variant: Option<Variant>,
+    /// The flash view's pass.
+    pub pass: Option<FlashPass>,
     pub narration: Localized,
     pub dwell_ms: u64,
     pub marker: Option<String>,
@@ -98,6 +101,7 @@ impl Scene {
                 highlight: s.highlight.clone(),
                 tiles: s.tiles.clone(),
                 variant: s.variant,
+                pass: s.pass,
                 narration: s.narration.get(lang).to_string(),
                 dwell_ms: s.dwell_ms,
                 marker: s.marker.clone(),
@@ -115,6 +119,8 @@ impl Scene {
                 first.show.get_or_insert(ModelShow::Maps);
                 first.intervene.get_or_insert_with(Intervention::default);
             }
+            // Replaying from the first step must undo a later step's backward pass.
+            first.pass.get_or_insert(FlashPass::Forward);
             // The tile grid the scene chose.
             first.flash_blocks = self.flash_set.then_some(self.flash);
         }

@@ -146,6 +146,8 @@ pub struct RawStep {
     pub tiles: Vec<Spanned<Vec<Spanned<i64>>>>,
     /// The variants view's panel: `window`, `bigbird` or `linear`.
     pub variant: Option<Spanned<String>>,
+    /// The flash view's pass: `forward` or `backward`.
+    pub pass: Option<Spanned<String>>,
     pub narration: Spanned<RawText>,
     /// Seconds on screen at speed 1.
     pub dwell: Option<Spanned<f64>>,

@@ -2,6 +2,7 @@
 //! own terms. The app turns these into its own playback steps.
 
 use super::grid::{Animation, FlashBlocks};
+use super::pass::FlashPass;
 use super::pretrained::Intervention;
 use super::train::Condition;
 use super::variant::Variant;
@@ -28,6 +29,8 @@ pub struct ScriptStep {
     pub tiles: Vec<(usize, usize)>,
     /// Show this panel of the variants view (None: stay).
     pub variant: Option<Variant>,
+    /// Play this pass in the flash view (None: stay).
+    pub pass: Option<FlashPass>,
     /// The narration line, in the chosen language.
     pub narration: String,
     /// How long the step stays on screen at speed 1, in milliseconds.

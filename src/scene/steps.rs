@@ -6,6 +6,7 @@
 use toml::Spanned;
 
 use super::names::{stage_from_name, stage_name};
+use super::pass::FlashPass;
 use super::raw::{RawAnimate, RawStep};
 use super::validate::{
     Checker, Current, DEFAULT_ANIMATE_RATE, DEFAULT_DWELL_S, MAX_ANIMATE_RATE, MAX_DWELL_S, Model,
@@ -251,6 +252,31 @@ impl Checker<'_, '_> {
             },
             None => None,
         };
+        let pass = match &s.pass {
+            Some(v) => match v.get_ref().parse::<FlashPass>() {
+                Ok(x) => {
+                    if let Shown::Set(other) = current.view
+                        && other != SceneView::Flash
+                    {
+                        self.p.on(
+                            v,
+                            field("pass"),
+                            format!(
+                                "pass chooses what the flash view plays, but this step shows the {other} view; set view = \"flash\""
+                            ),
+                        );
+                        ok = false;
+                    }
+                    Some(x)
+                }
+                Err(msg) => {
+                    self.p.on(v, field("pass"), msg);
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
         let animate = match &s.animate {
             Some(a) => {
                 let got = self.animation(i, a, shape, flash, current, dwell_ms);
@@ -273,6 +299,7 @@ impl Checker<'_, '_> {
             highlight,
             tiles,
             variant,
+            pass,
             narration: narration?,
             dwell_ms: dwell_ms?,
             marker,

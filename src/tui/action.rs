@@ -125,6 +125,8 @@ pub enum FlashAction {
     FewerKeys,
     /// FlashAttention-2 order (query blocks outer) / FlashAttention-1 (key blocks outer).
     ToggleOrder,
+    /// The forward pass / the backward pass (dQ, dK, dV, key blocks outer).
+    TogglePass,
 }
 
 /// Editing the sentence (`e`).

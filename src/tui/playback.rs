@@ -75,6 +75,9 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     if step.variant.is_some() {
         state.variant = step.variant;
     }
+    if let Some(pass) = step.pass {
+        state.flash.pass = pass;
+    }
     state.animation_rate = None;
     state.narration = (!step.narration.is_empty()).then(|| step.narration.clone());
     let view = views::current(state);

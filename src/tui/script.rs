@@ -6,7 +6,7 @@
 use crate::cli::Lang;
 use crate::engine::pipeline::StageId;
 use crate::scene::{
-    self, Animation, Condition, FlashBlocks, Intervention, ModelShow, Scene, Variant,
+    self, Animation, Condition, FlashBlocks, FlashPass, Intervention, ModelShow, Scene, Variant,
 };
 use crate::tui::view_kind::ViewKind;
 
@@ -30,6 +30,8 @@ pub struct ScriptStep {
     pub tiles: Vec<(usize, usize)>,
     /// Show this panel of the variants view (None: stay).
     pub variant: Option<Variant>,
+    /// Play this pass in the flash view (None: stay).
+    pub pass: Option<FlashPass>,
     /// The narration line, already in the chosen language.
     pub narration: String,
     /// How long the step stays on screen at speed 1, in milliseconds.
@@ -57,6 +59,7 @@ impl From<scene::ScriptStep> for ScriptStep {
             highlight: s.highlight,
             tiles: s.tiles,
             variant: s.variant,
+            pass: s.pass,
             narration: s.narration,
             dwell_ms: s.dwell_ms,
             marker: s.marker,

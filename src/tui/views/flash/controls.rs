@@ -6,6 +6,7 @@
 use super::lab::{FlashLab, LabKey, default_block, fit_blocks};
 use super::settings::TILE_RATES;
 use crate::engine::flash::LoopOrder;
+use crate::scene::FlashPass;
 use crate::tui::action::FlashAction;
 use crate::tui::context::{Context, StatusKind};
 use crate::tui::view_kind::ViewKind;
@@ -49,6 +50,7 @@ fn wanted_key(state: &Context) -> LabKey {
         br,
         bc,
         order: c.order,
+        pass: c.pass,
     }
 }
 
@@ -66,12 +68,19 @@ pub fn ensure_lab(state: &mut Context) -> bool {
         .and_then(|s| s.lab.as_ref().ok())
         .map(|l| l.tiles_seen.clone())
         .unwrap_or_default();
-    let lab = FlashLab::build(&state.pipeline, key.head, key.br, key.bc, key.order)
-        .map(|mut l| {
-            l.tiles_seen = tiles_seen;
-            Box::new(l)
-        })
-        .map_err(|e| e.to_string());
+    let lab = FlashLab::build(
+        &state.pipeline,
+        key.head,
+        key.br,
+        key.bc,
+        key.order,
+        key.pass,
+    )
+    .map(|mut l| {
+        l.tiles_seen = tiles_seen;
+        Box::new(l)
+    })
+    .map_err(|e| e.to_string());
     // Keep the same rows and keys in view when the blocks change size.
     if let (Some((br0, bc0)), Ok(_)) = (old_blocks, &lab)
         && (br0, bc0) != (key.br, key.bc)
@@ -191,6 +200,7 @@ pub fn update(state: &mut Context, action: FlashAction) {
     };
     let last = lab.tiles() - 1;
     let k = lab.index_of(current_tile(state, lab));
+    let backward_shown = lab.backward.is_some();
     match action {
         FlashAction::NextTile | FlashAction::PrevTile => {
             state.flash.playing = false;
@@ -200,7 +210,9 @@ pub fn update(state: &mut Context, action: FlashAction) {
                 k.wrapping_sub(1)
             };
             if next > last {
-                let edge = if action == FlashAction::NextTile {
+                let edge = if action == FlashAction::NextTile && backward_shown {
+                    "this is the last tile: dQ, dK and dV are final (g goes back to the first)"
+                } else if action == FlashAction::NextTile {
                     "this is the last tile: O is final (g goes back to the first)"
                 } else {
                     "this is the first tile"
@@ -244,6 +256,12 @@ pub fn update(state: &mut Context, action: FlashAction) {
         FlashAction::FewerRows => resize_blocks(state, true, false),
         FlashAction::MoreKeys => resize_blocks(state, false, true),
         FlashAction::FewerKeys => resize_blocks(state, false, false),
+        FlashAction::ToggleOrder if state.flash.pass == FlashPass::Backward => {
+            state.set_status(
+                StatusKind::Info,
+                "the backward has one loop order: key blocks outer, so dK_j and dV_j stay on chip (d goes back to the forward)",
+            );
+        }
         FlashAction::ToggleOrder => {
             state.flash.order = match state.flash.order {
                 LoopOrder::Fa1 => LoopOrder::Fa2,
@@ -257,6 +275,27 @@ pub fn update(state: &mut Context, action: FlashAction) {
                 LoopOrder::Fa2 => {
                     "FlashAttention-2 order: query blocks outer, key/value blocks inner (Dao 2023)"
                 }
+            };
+            state.set_status(StatusKind::Info, what);
+        }
+        FlashAction::TogglePass => {
+            let backward = state.flash.pass == FlashPass::Forward;
+            state.flash.pass = if backward {
+                FlashPass::Backward
+            } else {
+                FlashPass::Forward
+            };
+            state.flash.playing = false;
+            ensure_lab(state);
+            // Start the other pass at its first tile, or at the end if this one was.
+            if let Some(l) = self::lab(state) {
+                let at = if k == last { l.tiles() - 1 } else { 0 };
+                state.cursor = l.tile_at(at);
+            }
+            let what = if backward {
+                "backward pass: key blocks outer; per tile P = exp(S - L) recomputed, dS = P (dP - D), dV_j, dK_j summed over query blocks, dQ_i updated"
+            } else {
+                "forward pass: the online softmax, tile by tile"
             };
             state.set_status(StatusKind::Info, what);
         }

@@ -14,6 +14,9 @@ use crate::engine::memory::{self, MemoryReport, MemoryShape, TiledShape, TiledTr
 use crate::engine::pipeline::{ModelConfig, Pipeline, Source as PipelineSource, StageId};
 use crate::engine::problem::AttnSpec;
 use crate::error::{Error, Result};
+use crate::scene::FlashPass;
+
+use super::backward_lab::{BackwardLab, HeadInputs};
 
 /// Most tiles a run may have: 64 x 64 keeps every tile on a 200-column screen at one
 /// column each and the trace small.
@@ -36,6 +39,7 @@ pub struct LabKey {
     pub br: usize,
     pub bc: usize,
     pub order: LoopOrder,
+    pub pass: FlashPass,
 }
 
 /// The derived data of the flash view.
@@ -78,6 +82,9 @@ pub struct FlashLab {
     pub sram_elements: u64,
     /// The tiles of the last scripted step this lab has moved to.
     pub tiles_seen: Vec<(usize, usize)>,
+    /// The backward pass of the same head and blocks, when the view plays it; then the
+    /// tiles are counted, numbered and played in its order (key blocks outer).
+    pub backward: Option<Box<BackwardLab>>,
 }
 
 /// Block sizes for a sequence of `n`: about [`DEFAULT_TILES_PER_SIDE`] tiles per side.
@@ -121,6 +128,7 @@ impl FlashLab {
         br: usize,
         bc: usize,
         order: LoopOrder,
+        pass: FlashPass,
     ) -> Result<FlashLab> {
         if pipeline.source == PipelineSource::Weights {
             return Err(Error::usage(
@@ -161,6 +169,21 @@ impl FlashLab {
                 .as_ref()
                 .map(|slopes| vec![slopes[head]]),
             scale: pipeline.scale.unwrap_or(1.0),
+        };
+        let backward_of = |classes: &[TileClass]| -> Result<Option<Box<BackwardLab>>> {
+            if pass == FlashPass::Forward {
+                return Ok(None);
+            }
+            let inputs = HeadInputs {
+                q: q.view(),
+                k: k.view(),
+                v: v.view(),
+                spec: &spec,
+                seed: pipeline.config.seed,
+            };
+            Ok(Some(Box::new(BackwardLab::build(
+                &inputs, br, bc, classes,
+            )?)))
         };
         let trace = flash::trace(
             to_f32(q.view()).view(),
@@ -232,6 +255,7 @@ impl FlashLab {
             br: Some(br as u64),
             bc: Some(bc as u64),
         })?;
+        let backward = backward_of(&classes)?;
         Ok(FlashLab {
             key: LabKey {
                 config: pipeline.config.clone(),
@@ -241,6 +265,7 @@ impl FlashLab {
                 br,
                 bc,
                 order,
+                pass,
             },
             head,
             group,
@@ -263,6 +288,7 @@ impl FlashLab {
             report,
             sram_elements,
             tiles_seen: Vec::new(),
+            backward,
         })
     }
 
@@ -274,6 +300,7 @@ impl FlashLab {
         self.trace.k_blocks()
     }
 
+    /// Tiles of the pass shown (both passes visit every tile once).
     pub fn tiles(&self) -> usize {
         self.trace.events.len()
     }
@@ -290,14 +317,21 @@ impl FlashLab {
         self.classes[i * self.tc() + j]
     }
 
-    /// Position of tile (i, j) in the loop order.
+    /// Position of tile (i, j) in the loop order of the pass shown.
     pub fn index_of(&self, tile: (usize, usize)) -> usize {
         let (i, j) = (tile.0.min(self.tr() - 1), tile.1.min(self.tc() - 1));
-        self.event_of[i * self.tc() + j]
+        match &self.backward {
+            Some(b) => b.event_of[i * self.tc() + j],
+            None => self.event_of[i * self.tc() + j],
+        }
     }
 
-    /// The tile at position `k` of the loop order.
+    /// The tile at position `k` of the loop order of the pass shown.
     pub fn tile_at(&self, k: usize) -> (usize, usize) {
+        if let Some(b) = &self.backward {
+            let e = b.event(k);
+            return (e.q_block, e.k_block);
+        }
         let e = &self.trace.events[k.min(self.tiles() - 1)];
         (e.q_block, e.k_block)
     }

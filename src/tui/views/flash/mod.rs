@@ -9,6 +9,9 @@
 //! The tile on screen is the cell cursor in tile coordinates, so arrows, clicks, `,`/`.`
 //! and playback all move the same thing; the loop order decides which tiles are done.
 
+mod backward_lab;
+mod backward_panels;
+mod blocks;
 mod controls;
 mod lab;
 mod panels;
@@ -25,6 +28,7 @@ use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
 use crate::widgets::text;
 
+pub use backward_lab::BackwardLab;
 pub use controls::{FlashStore, current_tile, lab, next_tile_in_ms, tick, update};
 pub use lab::{FlashLab, LabKey, MAX_TILES, default_block, fit_blocks};
 pub use settings::{FlashControls, TILE_RATES};
@@ -98,6 +102,14 @@ static KEYS: &[Binding] = &[
         FlashAction::ToggleOrder,
         "loop order: FlashAttention-2 (query blocks outer) / FlashAttention-1 (key blocks outer)",
         Some("FA1/FA2"),
+        None,
+        When::Always,
+    ),
+    key(
+        &[C('d')],
+        FlashAction::TogglePass,
+        "backward pass: dQ, dK, dV tile by tile (key blocks outer) / forward pass",
+        Some("backward"),
         None,
         When::Always,
     ),
@@ -189,6 +201,11 @@ impl View for FlashView {
 
     fn subtitle(&self, state: &Context) -> String {
         match lab(state) {
+            Some(l) if l.backward.is_some() => format!(
+                "FlashAttention's backward tile by tile: the kernel's own tiled backward, recorded, on head {} (K/V group {}), dO seeded",
+                l.head + 1,
+                l.group + 1
+            ),
             Some(l) => format!(
                 "FlashAttention tile by tile: the kernel's own tiled code, recorded, on head {} (K/V group {})",
                 l.head + 1,
@@ -205,7 +222,10 @@ impl View for FlashView {
     fn render(&self, state: &Context, area: Rect, buf: &mut Buffer) {
         let store = state.views.get::<FlashStore>(ViewKind::Flash);
         match store.map(|s| &s.lab) {
-            Some(Ok(lab)) => panels::render(state, lab, area, buf),
+            Some(Ok(lab)) => match &lab.backward {
+                Some(bw) => backward_panels::render(state, lab, bw, area, buf),
+                None => panels::render(state, lab, area, buf),
+            },
             Some(Err(why)) => message(state, why, area, buf),
             None => message(state, "the flash view is being prepared", area, buf),
         }
@@ -213,7 +233,10 @@ impl View for FlashView {
 
     fn hit_test(&self, state: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
         let lab = lab(state)?;
-        let (row, col) = panels::tile_at(state, lab, area, x, y)?;
+        let (row, col) = match &lab.backward {
+            Some(_) => backward_panels::tile_at(state, lab, area, x, y)?,
+            None => panels::tile_at(state, lab, area, x, y)?,
+        };
         Some(Hit::Cell { sub: 0, row, col })
     }
 }

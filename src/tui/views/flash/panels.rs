@@ -2,25 +2,26 @@
 //! the per-row online-softmax table, the output so far and the HBM traffic table. Every
 //! number is read from the lab (the engine's trace, the pipeline, the traffic walk).
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::Array2;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::blocks::{
+    Block, Col, GAP, draw_table, grid_widget, marks, place, render_block, small, tile_labels,
+    vector,
+};
 use super::controls::current_tile;
 use super::lab::FlashLab;
 use crate::engine::flash::LoopOrder;
 use crate::engine::mask::TileClass;
 use crate::engine::memory::group_digits;
 use crate::tui::context::Context;
-use crate::widgets::heatmap::MaskFn;
 use crate::widgets::lines::LineWriter;
 use crate::widgets::numfmt::{fit_number, significant};
-use crate::widgets::{
-    Heatmap, TileGlyphs, TileGrid, TileGridGeometry, TileGridStyle, TileMark, ValueScale, text,
-};
+use crate::widgets::{Heatmap, TileGlyphs, TileGridGeometry, ValueScale, text};
 
 /// Lines of the HBM traffic table (narrow screens leave out its note).
 const TRAFFIC_H: u16 = 5;
@@ -29,8 +30,6 @@ const TRAFFIC_NARROW_H: u16 = 4;
 const LEGEND_H: u16 = 2;
 /// Narrowest left column (the legend's width).
 const LEFT_MIN_W: u16 = 24;
-/// Columns between panels.
-const GAP: u16 = 2;
 /// From this width on the per-row table sits beside the grid, with the reference
 /// output and the convergence of the block; below it the table spans the screen.
 pub(super) const WIDE: u16 = 110;
@@ -113,57 +112,6 @@ fn areas(lab: &FlashLab, area: Rect) -> Areas {
     }
 }
 
-fn tile_labels(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i}")).collect()
-}
-
-fn marks(lab: &FlashLab, k: usize) -> Vec<TileMark> {
-    let mut out = Vec::with_capacity(lab.tr() * lab.tc());
-    for i in 0..lab.tr() {
-        for j in 0..lab.tc() {
-            let at = lab.index_of((i, j));
-            out.push(match (lab.class(i, j), at <= k) {
-                (TileClass::Empty, reached) => TileMark::Skipped { reached },
-                (TileClass::Partial, true) => TileMark::DonePartial,
-                (TileClass::Partial, false) => TileMark::TodoPartial,
-                (TileClass::Full, true) => TileMark::Done,
-                (TileClass::Full, false) => TileMark::Todo,
-            });
-        }
-    }
-    out
-}
-
-fn grid_widget<'a>(
-    state: &'a Context,
-    marks: &'a [TileMark],
-    rows: &'a [String],
-    cols: &'a [String],
-    lab: &FlashLab,
-) -> TileGrid<'a> {
-    let t = &state.theme;
-    TileGrid {
-        marks,
-        rows: lab.tr(),
-        cols: lab.tc(),
-        row_labels: rows,
-        col_labels: cols,
-        current: Some(current_tile(state, lab)),
-        highlight: &state.tiles,
-        glyphs: TileGlyphs::new(state.glyphs.ascii),
-        style: TileGridStyle {
-            label: t.label,
-            label_active: t.label_active,
-            todo: t.dim,
-            done: t.good,
-            skipped: t.masked,
-            current: t.cursor,
-            highlight: t.highlight,
-        },
-        ellipsis: state.glyphs.ellipsis,
-    }
-}
-
 /// The tile under a click.
 pub fn tile_at(
     state: &Context,
@@ -177,17 +125,6 @@ pub fn tile_at(
     let m = marks(lab, 0);
     let g: TileGridGeometry = grid_widget(state, &m, &rows, &cols, lab).geometry(a.grid);
     g.cell_at(x, y)
-}
-
-/// A small number: "0", 3 decimals, or scientific when tiny.
-fn small(x: f64) -> String {
-    if x == 0.0 {
-        "0".into()
-    } else if x.abs() < 1e-3 {
-        format!("{x:.1e}")
-    } else {
-        significant(x, 3)
-    }
 }
 
 pub fn render(state: &Context, lab: &FlashLab, area: Rect, buf: &mut Buffer) {
@@ -319,71 +256,6 @@ fn render_legend(state: &Context, lab: &FlashLab, area: Rect, buf: &mut Buffer) 
     w.line(spans);
 }
 
-/// One matrix of the SRAM panel.
-struct Block<'a> {
-    title: String,
-    data: ArrayView2<'a, f64>,
-    rows: &'a [String],
-    cols: &'a [String],
-    masked: bool,
-}
-
-/// Widest row label of a block (longer tokens are cut).
-const BLOCK_LABEL_W: usize = 8;
-
-/// The width that gives every column `cell` columns, with the label gutter the heatmap
-/// will choose for that width (the widest label, at most a fifth of the width).
-fn block_width(title_w: usize, label_w: usize, ncols: usize, cell: u16, max: u16) -> u16 {
-    let cells = ncols as u16 * cell;
-    let guess = label_w.min(BLOCK_LABEL_W) as u16 + 1 + cells;
-    let gutter = label_w.min((guess as usize / 5).max(4).max(label_w.min(BLOCK_LABEL_W))) as u16;
-    (gutter + 1 + cells).max(title_w as u16).min(max)
-}
-
-impl Block<'_> {
-    fn width(&self, cell: u16, max: u16) -> u16 {
-        let lw = self.rows.iter().map(|l| text::width(l)).max().unwrap_or(1);
-        block_width(text::width(&self.title), lw, self.data.ncols(), cell, max)
-    }
-
-    fn height(&self) -> u16 {
-        self.data.nrows() as u16 + 2
-    }
-}
-
-/// Narrowest block cell: a gap and a 4-character number.
-const MIN_CELL: u16 = 5;
-
-fn cell_width(area_w: u16) -> u16 {
-    if area_w >= 100 { 7 } else { 6 }
-}
-
-/// Lines a block needs at least: its title, column labels and one row.
-const BLOCK_MIN_H: u16 = 3;
-
-/// Place blocks of (width, height) left to right in bands, cutting the rows of blocks
-/// in a band that reaches the bottom; None if some block gets fewer than
-/// [`BLOCK_MIN_H`] lines.
-fn pack(sizes: &[(u16, u16)], area: Rect) -> Option<Vec<Rect>> {
-    let (mut x, mut y, mut band_h) = (area.x, area.y, 0);
-    let mut out = Vec::with_capacity(sizes.len());
-    for &(w, h) in sizes {
-        if x > area.x && x + w > area.right() {
-            y += band_h + 1;
-            band_h = 0;
-            x = area.x;
-        }
-        let h = h.min(area.bottom().saturating_sub(y));
-        if h < BLOCK_MIN_H {
-            return None;
-        }
-        out.push(Rect::new(x, y, w, h));
-        band_h = band_h.max(h);
-        x += w + GAP;
-    }
-    Some(out)
-}
-
 /// Draw the SRAM panel: what is on chip for tile (i, j). Returns the first line below
 /// what it drew.
 fn render_sram(
@@ -441,21 +313,7 @@ fn render_sram(
     }
     // Narrower numbers before fewer blocks: drop blocks from the front (Q first) only
     // when even 5-column cells do not fit, and say which are not drawn.
-    let widest = cell_width(area.width);
-    let body = Rect::new(area.x, area.y + 1, area.width, area.height - 1);
-    let (mut first, mut cell, mut placed) = (blocks.len(), widest, Vec::new());
-    'fit: for drop in 0..blocks.len() {
-        for c in (MIN_CELL..=widest).rev() {
-            let sizes: Vec<(u16, u16)> = blocks[drop..]
-                .iter()
-                .map(|b| (b.width(c, area.width), b.height()))
-                .collect();
-            if let Some(r) = pack(&sizes, body) {
-                (first, cell, placed) = (drop, c, r);
-                break 'fit;
-            }
-        }
-    }
+    let (first, cell, placed) = place(&blocks, area);
     let hidden: Vec<&str> = blocks[..first]
         .iter()
         .map(|b| b.title.split(' ').next().unwrap_or(""))
@@ -504,85 +362,6 @@ fn render_sram(
         render_block(state, b, rect, cell, buf);
     }
     bottom
-}
-
-fn render_block(state: &Context, b: &Block, area: Rect, cell: u16, buf: &mut Buffer) {
-    let t = &state.theme;
-    let g = &state.glyphs;
-    buf.set_stringn(
-        area.x,
-        area.y,
-        text::fit(&g.text(&b.title), area.width as usize, g.ellipsis),
-        area.width as usize,
-        t.label_active,
-    );
-    let data = b.data;
-    let is_masked = |r: usize, c: usize| data[[r, c]] == f64::NEG_INFINITY;
-    let masked: Option<MaskFn> = if b.masked { Some(&is_masked) } else { None };
-    let heat = Heatmap {
-        data: b.data,
-        row_labels: b.rows,
-        col_labels: b.cols,
-        scale: ValueScale::fit(b.data.iter().copied()),
-        painter: &t.heat,
-        glyphs: g,
-        style: t.heatmap_style(),
-        cursor: None,
-        highlight: &[],
-        masked,
-        max_cell: cell,
-    };
-    let grid = Rect::new(area.x, area.y + 1, area.width, area.height - 1);
-    (&heat).render(grid, buf);
-}
-
-/// A table column: header and one cell per row, right-aligned.
-struct Col {
-    head: String,
-    cells: Vec<String>,
-    style: Style,
-}
-
-fn draw_table(cols: &[Col], head_style: Style, w: &mut LineWriter) {
-    let widths: Vec<usize> = cols
-        .iter()
-        .map(|c| {
-            c.cells
-                .iter()
-                .map(|s| text::width(s))
-                .chain([text::width(&c.head)])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: Vec<(String, Style)>| -> Vec<Span<'static>> {
-        cells
-            .into_iter()
-            .zip(&widths)
-            .flat_map(|((s, st), &cw)| {
-                [Span::styled(text::right(&s, cw, "~"), st), Span::raw("  ")]
-            })
-            .collect()
-    };
-    w.line(line(
-        cols.iter().map(|c| (c.head.clone(), head_style)).collect(),
-    ));
-    let n = cols.first().map_or(0, |c| c.cells.len());
-    for r in 0..n {
-        w.line(line(
-            cols.iter()
-                .map(|c| (c.cells.get(r).cloned().unwrap_or_default(), c.style))
-                .collect(),
-        ));
-    }
-}
-
-fn vector(values: &[f64], width: usize, unicode: bool) -> String {
-    values
-        .iter()
-        .map(|v| text::right(&fit_number(*v, width, unicode), width, ""))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The online softmax of each row of the tile's query block, and how close O is.

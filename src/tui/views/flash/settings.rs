@@ -5,6 +5,7 @@
 //! [`Context`]: crate::tui::context::Context
 
 use crate::engine::flash::LoopOrder;
+use crate::scene::FlashPass;
 
 /// Tiles per second that `f` and `F` step through.
 pub const TILE_RATES: [f64; 8] = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
@@ -18,6 +19,8 @@ pub struct FlashControls {
     /// Keys per block; None: chosen from the sequence length.
     pub bc: Option<usize>,
     pub order: LoopOrder,
+    /// The forward (online softmax) or the backward (dQ, dK, dV).
+    pub pass: FlashPass,
     pub playing: bool,
     /// Index into [`TILE_RATES`].
     pub rate: usize,
@@ -31,6 +34,7 @@ impl Default for FlashControls {
             br: None,
             bc: None,
             order: LoopOrder::Fa2,
+            pass: FlashPass::Forward,
             playing: false,
             rate: DEFAULT_RATE,
             elapsed_ms: 0.0,
