@@ -347,7 +347,7 @@ fn pretrained_keys_are_checked_without_the_model() {
         "{e}"
     );
     let e = problems(&format!("{HEAD}{TOY}{REAL_MODEL}{STEP}"));
-    assert!(e.contains("not both"), "{e}");
+    assert!(e.contains("remove the others"), "{e}");
     let e = problems(&format!("{HEAD}{STEP}"));
     assert!(e.contains("[model]") && e.contains("[pretrained]"), "{e}");
     let e = problems(&format!(

@@ -217,7 +217,11 @@ fn lesson_options(lang: Lang) -> HeadlessOptions {
 
 /// The lesson's steps as shown, each with the run's last evaluation when it began, and
 /// the run's whole history.
-fn play_lesson(lang: Lang) -> (Vec<(usize, EvalRecord, bool, String)>, Vec<EvalRecord>) {
+/// Each step shown: its index, the evaluation it quoted, whether the run had ended, and
+/// its narration.
+type Shown = Vec<(usize, EvalRecord, bool, String)>;
+
+fn play_lesson(lang: Lang) -> (Shown, Vec<EvalRecord>) {
     let scene = scene::builtin("induction-heads").unwrap();
     let mut p =
         attnviz::record::headless::Headless::new(&scene, &lesson_options(lang), true).unwrap();

@@ -20,39 +20,11 @@ use crate::scene::Condition;
 use crate::train::{EvalRecord, Snapshot, Trainer};
 use crate::tui::action::{TrainAction, TrainReport};
 use crate::tui::change::rebuild;
-use crate::tui::playback::play_pause;
 use crate::tui::state::{AppOptions, Source, State, StatusKind};
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views::train::{Pace, TrainLab, lab, lab_mut};
 
-/// What steps the trainer.
-pub enum Runner {
-    /// Stepped inside `update`, `rate` steps per second of (virtual) time.
-    Inline {
-        trainer: Box<Trainer>,
-        rate: f64,
-        /// Steps owed but not yet taken (a fraction of one).
-        budget: f64,
-        eval_every: usize,
-    },
-    /// Stepped by the event loop's worker thread, which takes the trainer when it
-    /// starts.
-    Worker {
-        trainer: Option<Box<Trainer>>,
-        eval_every: usize,
-    },
-}
-
-impl std::fmt::Debug for Runner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Runner::Inline { rate, .. } => write!(f, "Runner::Inline {{ rate: {rate} }}"),
-            Runner::Worker { trainer, .. } => {
-                write!(f, "Runner::Worker {{ started: {} }}", trainer.is_none())
-            }
-        }
-    }
-}
+pub use crate::tui::train_runner::Runner;
 
 /// Train `n` steps (fewer if the run ends), evaluating every `eval_every` steps and at
 /// the end. True if an evaluation happened.
@@ -208,11 +180,6 @@ fn finish(state: &mut State, result: Result<bool>, snapshot: Snapshot) {
 pub(crate) fn control(state: &mut State, action: TrainAction) {
     if lab(state).is_none() {
         state.set_status(StatusKind::Warn, "no model is training here");
-        return;
-    }
-    if action == TrainAction::PlayPause && state.script.is_some() {
-        // In a lesson the run follows the lesson.
-        play_pause(state);
         return;
     }
     let Some(l) = lab_mut(state) else {

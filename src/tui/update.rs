@@ -6,7 +6,7 @@
 use crate::engine::config::{BIGBIRD_DEFAULT, MaskKind, PeKind, ROPE_BASE};
 use crate::engine::limits;
 use crate::engine::pipeline::{ModelConfig, StageId};
-use crate::tui::action::{Action, EditAction};
+use crate::tui::action::{Action, EditAction, TrainAction};
 use crate::tui::change::{rebuild, rerun};
 use crate::tui::component::{Hit, View};
 use crate::tui::context::Request;
@@ -129,6 +129,12 @@ pub fn update(state: &mut State, action: Action) {
             // evaluation this tick made.
             training::tick(state, ms);
             tick(state, ms);
+        }
+        // In a lesson the run follows the lesson: Space plays or pauses the lesson.
+        Action::Train(TrainAction::PlayPause)
+            if state.script.is_some() && views::train::lab(state).is_some() =>
+        {
+            play_pause(state)
         }
         Action::Train(a) => training::control(state, a),
         Action::TrainReport(r) => training::report(state, *r),

@@ -9,7 +9,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, LegendPosition, Widget};
 
-use super::TrainLab;
+use super::lab::TrainLab;
 use crate::model::scores::HeadScores;
 use crate::train::CIRCUIT_SCORE;
 use crate::tui::context::Context;
