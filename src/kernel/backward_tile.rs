@@ -19,7 +19,7 @@ use std::ops::Range;
 use pulp::Simd;
 
 use super::buf::AlignedBuf;
-use super::exp::exp2;
+use super::exp::exp2_nonpositive;
 use super::gemm::{self, Dims, MatA};
 use super::tile::{self, Head, RowBias};
 use crate::engine::mask::TileClass;
@@ -247,7 +247,7 @@ fn exp_minus_lse<S: Simd>(s: S, pt: &mut [f32], l2: &[f32], ld: usize, nk: usize
             let lv = load::<S>(l.add(v));
             for j in 0..nk {
                 let x = p.add(j * ld + v);
-                store::<S>(x, exp2(s, s.sub_f32s(load::<S>(x), lv)));
+                store::<S>(x, exp2_nonpositive(s, s.sub_f32s(load::<S>(x), lv)));
             }
         }
     }

@@ -13,7 +13,7 @@ use std::ops::Range;
 use pulp::Simd;
 
 use super::buf::AlignedBuf;
-use super::exp::exp2;
+use super::exp::{exp2, exp2_nonpositive};
 use super::micro::{self, PV_ROWS, PvArgs, ScoreArgs};
 use crate::attn::mask::{Mask, TileClass};
 
@@ -571,8 +571,8 @@ fn exp_and_sum<S: Simd>(s: S, scr: &mut TileScratch, ld: usize, nk: usize, nvec:
             while j + 2 <= nk {
                 let p0 = st.add(j * ld + o);
                 let p1 = st.add((j + 1) * ld + o);
-                let e0 = exp2(s, s.sub_f32s(load::<S>(p0), m));
-                let e1 = exp2(s, s.sub_f32s(load::<S>(p1), m));
+                let e0 = exp2_nonpositive(s, s.sub_f32s(load::<S>(p0), m));
+                let e1 = exp2_nonpositive(s, s.sub_f32s(load::<S>(p1), m));
                 store::<S>(p0, e0);
                 store::<S>(p1, e1);
                 s0 = s.add_f32s(s0, e0);
@@ -581,7 +581,7 @@ fn exp_and_sum<S: Simd>(s: S, scr: &mut TileScratch, ld: usize, nk: usize, nvec:
             }
             if j < nk {
                 let p0 = st.add(j * ld + o);
-                let e0 = exp2(s, s.sub_f32s(load::<S>(p0), m));
+                let e0 = exp2_nonpositive(s, s.sub_f32s(load::<S>(p0), m));
                 store::<S>(p0, e0);
                 s0 = s.add_f32s(s0, e0);
             }
