@@ -5,6 +5,7 @@ and one training step of attnviz beside PyTorch's for the same model, batch and 
 Run from the repository, in a venv with PyTorch CPU (see ../shared/bench-anchors/README.md):
 
     python benches/torch_train.py probe [--steps 3000 --lr 3e-3 --warmup 100 ...]
+    python benches/torch_train.py probe --data periodic --lr 2e-3 --steps 10000 --eval 500
     python benches/torch_train.py bench [--threads 2 --rounds 3]   # after cargo build --release
 
 The model is attnviz's (src/train/): GPT-2 blocks (pre-LayerNorm, causal attention, tanh
@@ -111,6 +112,22 @@ def induction_batch(g, batch, ctx, vocab, min_span=4, max_span=None):
     return x[:, :-1], x[:, 1:], rep
 
 
+def periodic_batch(g, batch, ctx, vocab, min_period=4, max_period=None):
+    """The copy allowed to overlap its original: from a random start s, every token repeats
+    the one `period` places back (period random in [4, context/2]), so the sequence is
+    periodic from s on and every target after the first period is predictable."""
+    n = ctx + 1
+    x = torch.randint(vocab, (batch, n), generator=g)
+    rep = torch.zeros(batch, ctx, dtype=torch.bool)
+    for i in range(batch):
+        p = int(torch.randint(min_period, (max_period or ctx // 2) + 1, (1,), generator=g))
+        s = int(torch.randint(0, n - 2 * p + 1, (1,), generator=g))
+        for j in range(s + p, n):
+            x[i, j] = x[i, j - p]
+        rep[i, s + p:] = True
+    return x[:, :-1], x[:, 1:], rep
+
+
 def optimizer(model, lr, wd):
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     keep = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -150,6 +167,10 @@ def probe(a):
     torch.set_num_threads(a.threads)
     g = torch.Generator().manual_seed(a.seed)
     m = Model(a.vocab, a.context, a.d_model, a.heads, a.layers)
+    if a.init_std != 0.02:
+        for p in m.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, std=a.init_std)
     opt = optimizer(m, a.lr, a.wd)
     half = a.context // 2
     first = torch.randperm(a.vocab, generator=g)[:half]
@@ -173,7 +194,10 @@ def probe(a):
             break
         for grp in opt.param_groups:
             grp["lr"] = lr_at(step, a)
-        x, y, _ = induction_batch(g, a.batch, a.context, a.vocab, a.min_span, a.max_span)
+        if a.data == "periodic":
+            x, y, _ = periodic_batch(g, a.batch, a.context, a.vocab, a.min_span, a.max_span)
+        else:
+            x, y, _ = induction_batch(g, a.batch, a.context, a.vocab, a.min_span, a.max_span)
         loss = F.cross_entropy(m(x).reshape(-1, a.vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -250,6 +274,10 @@ def main():
     ap.add_argument("--min-span", type=int, default=4)
     ap.add_argument("--max-span", type=int, default=None)
     ap.add_argument("--init-std", type=float, default=0.02)
+    ap.add_argument("--data", choices=["span", "periodic"], default="span",
+                    help="probe: train on attnviz's task (span) or on periodic sequences "
+                         "(--min-span/--max-span bound the period); evaluation is always "
+                         "on attnviz's task")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timed", type=int, default=20)
