@@ -110,25 +110,39 @@ fn cross_entropy_gradient_matches_finite_differences() {
 
 #[test]
 fn linear_gradients_match_finite_differences() {
-    // k = 5: the transposed-copy path; k = 32: the strided product (a whole number of
-    // vectors on every tier), with 1 and 3 threads sharing out its rows.
+    // k = 5: the backward's transposed-copy path; k = 32: its strided product (a whole
+    // number of vectors on every tier); n = 9 the forward's packed kernel, n = 32 its
+    // strided product; 1 and 3 threads sharing out the rows.
     for (k, threads) in [(5, 2), (32, 1), (32, 3)] {
-        linear_case(7, k, 9, threads);
+        for n in [9, 32] {
+            linear_case(7, k, n, threads);
+        }
     }
 }
 
 fn linear_case(m: usize, k: usize, n: usize, threads: usize) {
-    use attnviz::train::linear::{self, LinearScratch};
+    use attnviz::train::linear;
     let mut g = rng(3 + k as u64);
     let x = randn(m * k, 1.0, &mut g);
     let w = randn(n * k, 1.0, &mut g);
     let b = randn(n, 1.0, &mut g);
     let dy = randn(m * n, 1.0, &mut g);
     let mut y = vec![0.0f32; m * n];
-    linear::forward(&f32s(&x), m, k, &f32s(&w), n, Some(&f32s(&b)), &mut y, 1).unwrap();
+    let mut scr = linear::LinearScratch::default();
+    linear::forward(
+        &f32s(&x),
+        m,
+        k,
+        &f32s(&w),
+        n,
+        Some(&f32s(&b)),
+        &mut y,
+        &mut scr,
+        threads,
+    )
+    .unwrap();
     assert!(r::worst(&y, &r::linear(&x, m, k, &w, n, Some(&b)), 1e-5, 1e-5).0 <= 1.0);
     let (mut dx, mut dw, mut db) = (vec![0.0f32; m * k], vec![0.0f32; n * k], vec![0.0f32; n]);
-    let mut scr = LinearScratch::default();
     dx.iter_mut().for_each(|v| *v = 0.5);
     linear::backward(
         &f32s(&dy),

@@ -1,16 +1,18 @@
 //! A linear layer y = x W^T + b and its gradients on the project's register-blocked
 //! products:
 //!
-//! - forward: y = x W^T on the model forward's kernel ([`crate::model::gemm::matmul_nt`]),
-//!   W [n, k] read in place;
+//! - forward: y = b + x W^T on the same product, x read in place (A, each element
+//!   broadcast) against W^T (B, a transposed copy of the small weight); the model
+//!   forward's kernel ([`crate::model::gemm::matmul_nt`]) would first pack all of x;
 //! - backward: the backward tile's general product C (+)= A B ([`crate::kernel::gemm`]),
 //!   which reads A at any stride: dx += dy W (A = dy, B = W) and dW = dy^T x (A = dy read
 //!   column by column, B = x), with no transposed copies; the rows of C are shared out
 //!   among the threads, and every sum runs over its inner index in order, so the bits do
 //!   not depend on the thread count.
 //!
-//! That product needs rows of whole vectors (k a multiple of the SIMD width); other k
-//! (tiny test shapes) take the forward's kernel on transposed copies instead.
+//! That product needs rows of whole vectors (the forward: n a multiple of the SIMD width;
+//! the backward: k); other shapes (tiny test shapes) take the model forward's kernel,
+//! on transposed copies for the backward.
 
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
@@ -48,9 +50,32 @@ pub fn forward(
     n: usize,
     b: Option<&[f32]>,
     y: &mut [f32],
+    scr: &mut LinearScratch,
     threads: usize,
 ) -> Result<()> {
-    matmul_nt(x, m, k, w, n, b, y, threads)
+    let tier = Tier::detect();
+    if !n.is_multiple_of(tier.lanes()) {
+        return matmul_nt(x, m, k, w, n, b, y, threads);
+    }
+    // y [m, n] = b + x [m, k] W^T [k, n]: W^T is small (n x k), x is read in place.
+    let wt = grown(&mut scr.wt, k * n);
+    transpose(w, n, k, wt);
+    let y = &mut y[..m * n];
+    match b {
+        Some(b) => y
+            .chunks_exact_mut(n.max(1))
+            .for_each(|row| row.copy_from_slice(b)),
+        None => y.fill(0.0),
+    }
+    let a = MatA { a: x, rs: k, cs: 1 };
+    let dims = Dims {
+        m,
+        n,
+        k,
+        ldb: n,
+        ldc: n,
+    };
+    product(tier, a, wt, y, dims, true, threads)
 }
 
 /// Gradients of y = x W^T + b: adds dy W to `dx` (if given), writes dy^T x to `dw`

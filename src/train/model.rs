@@ -173,6 +173,7 @@ pub fn forward(
             3 * d,
             Some(&p[lr.qkv_b.clone()]),
             &mut qkv,
+            &mut cache.lin,
             threads,
         )?;
         for (part, buf) in [&mut a.q, &mut a.k, &mut a.v].into_iter().enumerate() {
@@ -193,6 +194,7 @@ pub fn forward(
             d,
             Some(&p[lr.proj_b.clone()]),
             &mut proj,
+            &mut cache.lin,
             threads,
         )?;
         for (xv, pv) in x.iter_mut().zip(&proj) {
@@ -219,6 +221,7 @@ pub fn forward(
             f,
             Some(&p[lr.fc_b.clone()]),
             &mut a.f,
+            &mut cache.lin,
             threads,
         )?;
         sized(&mut a.g, m * f);
@@ -231,6 +234,7 @@ pub fn forward(
             d,
             Some(&p[lr.out_b.clone()]),
             &mut proj,
+            &mut cache.lin,
             threads,
         )?;
         for (xv, pv) in x.iter_mut().zip(&proj) {
@@ -257,6 +261,7 @@ pub fn forward(
         v,
         None,
         &mut cache.dlogits,
+        &mut cache.lin,
         threads,
     )?;
     sized(&mut cache.losses, m);
