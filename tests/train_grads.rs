@@ -292,3 +292,48 @@ fn one_training_step_matches_an_f64_step() {
             > l.total / 2
     );
 }
+
+#[test]
+fn a_batch_in_uneven_shards_has_the_whole_batch_loss_and_gradient() {
+    use attnviz::train::shards;
+    let shape = ModelShape {
+        layers: 2,
+        heads: 2,
+        d_model: 16,
+        context: 64,
+        vocab: 7,
+    };
+    let l = Layout::new(shape);
+    let p = l.init(3);
+    let b = Sampler::new(Source::Induction { vocab: 7 }, 64, 2).next(9);
+    // 4 + 4 + 1 sequences: unequal weights.
+    assert_eq!(shards::plan(9, 64), vec![0..4, 4..8, 8..9]);
+    let mut cache = Cache::default();
+    let want_loss = model::forward(&l, &p, &b.tokens, &b.targets, 9, 1, &mut cache).unwrap();
+    let mut want = vec![0.0f32; l.total];
+    model::backward(&l, &p, &mut cache, &mut want, 1).unwrap();
+    let want: Vec<f64> = want.iter().map(|&g| g as f64).collect();
+    let mut first: Option<Vec<u32>> = None;
+    for threads in [1, 2, 3, 4] {
+        let (mut sh, mut got) = (Vec::new(), vec![f32::NAN; l.total]);
+        let loss = shards::forward_backward(&l, &p, &b, &mut sh, &mut got, threads).unwrap();
+        assert!(
+            (loss - want_loss).abs() < 1e-6 * want_loss,
+            "{loss} vs {want_loss}"
+        );
+        let (e, i) = r::worst(&got, &want, 1e-7, 1e-4);
+        assert!(
+            e <= 1.0,
+            "{threads} threads, [{i}]: {} vs {}",
+            got[i],
+            want[i]
+        );
+        // The same bits on any number of threads.
+        let bits: Vec<u32> = got.iter().map(|g| g.to_bits()).collect();
+        match &first {
+            None => first = Some(bits),
+            Some(f) => assert!(f == &bits, "{threads} threads changed the gradient's bits"),
+        }
+    }
+    assert!(want.iter().filter(|g| g.abs() > 1e-6).count() > l.total / 2);
+}

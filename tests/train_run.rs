@@ -48,6 +48,19 @@ fn same_seed_same_weights_bit_for_bit_whatever_the_threads() {
     let c = run(cfg(2, 7), src());
     assert_eq!(bits(a.params()), bits(b.params()));
     assert_eq!(bits(a.params()), bits(c.params()));
+    // A batch of 40 sequences of 16 tokens runs in three shards (16 + 16 + 8).
+    let wide = |threads| TrainConfig {
+        batch: 40,
+        ..cfg(threads, 7)
+    };
+    let (w1, w2, w3) = (
+        run(wide(1), src()),
+        run(wide(2), src()),
+        run(wide(3), src()),
+    );
+    assert_eq!(bits(w1.params()), bits(w2.params()));
+    assert_eq!(bits(w1.params()), bits(w3.params()));
+    assert_ne!(bits(w1.params()), bits(a.params()));
     let d = run(cfg(1, 8), src());
     assert_ne!(bits(a.params()), bits(d.params()));
     // The run moved the weights.

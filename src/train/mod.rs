@@ -24,6 +24,7 @@ pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod params;
+pub mod shards;
 pub mod trainer;
 
 pub use data::{Batch, Sampler, Source};

@@ -13,6 +13,7 @@ use super::data::{self, Batch, Sampler, Source};
 use super::model::{self, Cache};
 use super::optim::{self, AdamState, AdamW};
 use super::params::{Layout, ModelShape};
+use super::shards::{self, Shard};
 
 /// Everything that defines a run; the same config gives the same weights, bit for bit.
 #[derive(Debug, Clone)]
@@ -104,6 +105,7 @@ pub struct Trainer {
     eval: Batch,
     probe: Vec<u32>,
     cache: Cache,
+    shards: Vec<Shard>,
     step: usize,
     history: Vec<EvalRecord>,
     scores: Vec<Vec<HeadScores>>,
@@ -144,6 +146,7 @@ impl Trainer {
             eval,
             probe,
             cache: Cache::default(),
+            shards: Vec::new(),
             step: 0,
             history: Vec::new(),
             scores: Vec::new(),
@@ -202,26 +205,17 @@ impl Trainer {
         })
     }
 
-    /// The loss of `b` and its gradient in [`Trainer::grads`].
+    /// The loss of `b` and its gradient in [`Trainer::grads`] (the batch in shards,
+    /// [`shards`]).
     pub fn forward_backward(&mut self, b: &Batch) -> Result<f64> {
-        let th = self.cfg.threads;
-        let loss = model::forward(
+        shards::forward_backward(
             &self.layout,
             &self.params,
-            &b.tokens,
-            &b.targets,
-            b.batch,
-            th,
-            &mut self.cache,
-        )?;
-        model::backward(
-            &self.layout,
-            &self.params,
-            &mut self.cache,
+            b,
+            &mut self.shards,
             &mut self.grads,
-            th,
-        )?;
-        Ok(loss)
+            self.cfg.threads,
+        )
     }
 
     /// The gradient of the last [`Trainer::forward_backward`] (before clipping, unless a
