@@ -82,8 +82,10 @@ impl Cache {
     }
 }
 
+/// `v` resized to `n` for an operation that writes every element (layer norm, the head
+/// split and merge, a linear layer, GELU, the loss): its old values are left in place
+/// rather than zeroed first, which was 3% of a training step.
 fn sized<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
-    v.clear();
     v.resize(n, T::default());
 }
 
