@@ -368,9 +368,8 @@ fn render_rows(
     });
     let mut w = LineWriter::new(area, buf);
     let title = format!(
-        "rows {}-{} after (Q{}, K{}): L from the forward, D = rowsum(dO ∘ O), dQ{} += dS K{}",
-        rows.start,
-        rows.end - 1,
+        "{} after (Q{}, K{}): L from the forward, D = rowsum(dO ∘ O), dQ{} += dS K{}",
+        super::panels::row_range(&rows),
         ev.q_block,
         ev.k_block,
         ev.q_block,

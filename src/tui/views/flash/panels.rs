@@ -488,7 +488,7 @@ fn render_rows(state: &Context, lab: &FlashLab, k: usize, area: Rect, buf: &mut 
 }
 
 /// "row 6" or "rows 2-3".
-fn row_range(rows: &std::ops::Range<usize>) -> String {
+pub(super) fn row_range(rows: &std::ops::Range<usize>) -> String {
     if rows.len() == 1 {
         format!("row {}", rows.start)
     } else {
