@@ -508,6 +508,9 @@ pub struct TrainArgs {
     /// One JSON object per evaluation on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Language of the train view.
+    #[arg(long, value_enum, default_value_t)]
+    pub lang: Lang,
     /// Time N training steps after 3 warm-up steps and print the median ms per step
     /// (no training run, no output folder).
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, value_name = "N", conflicts_with = "out")]

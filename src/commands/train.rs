@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 
 use serde::Serialize;
 
-use crate::cli::{Lang, TrainArgs};
+use crate::cli::TrainArgs;
 use crate::error::{Error, Result};
 use crate::kernel::default_threads;
 use crate::output;
@@ -115,7 +115,7 @@ fn view(tr: Trainer, args: &TrainArgs) -> Result<()> {
         tr.config().steps,
         tr.config().seed
     );
-    let options = AppOptions::interactive(Lang::En, None, false, false, title);
+    let options = AppOptions::interactive(args.lang, None, false, false, title);
     let state = State::for_training(tr, args.eval_every, None, options)?;
     terminal::ensure_terminal()?;
     app::run(state)
