@@ -22,28 +22,17 @@ faster) and the CPU model.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import time
 
+from cpu_info import cpu_model
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 B, H, D = 1, 8, 64
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def attnviz_ms(binary, n, causal, threads, backward):

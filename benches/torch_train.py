@@ -26,27 +26,16 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import time
 
+from cpu_info import cpu_model
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 class Block(nn.Module):
