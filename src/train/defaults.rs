@@ -1,17 +1,19 @@
-//! The default run of `attnviz train`. Sizes are the contract's; steps, learning rate and
-//! warm-up were chosen from the runs the README's "Training a small model" section
-//! reports: at 1e-3 the repeated-token loss falls from the start (a layer-0 head that looks
-//! about context/2 back, which the longest spans allow), at 3e-3 and 1e-2 the loss sat at
-//! ln(vocab) for thousands of steps. 5,000 steps fit in five minutes on 2 cores at this
-//! size. In none of those runs did the two-head circuit form within 5,000 steps, nor in
-//! the later 2,000-step runs that spread the copy's distance, drew the span's tokens
-//! without replacement, or started the position table larger or as sinusoids (README).
+//! The default run of `attnviz train`. Sizes are the contract's; batch, steps, learning
+//! rate and warm-up were chosen from the runs the README's "Training a small model"
+//! section reports. Batches of 32 at lr 1e-3 (earlier sessions' default) left the
+//! repeated-token loss near ln(vocab) for thousands of steps (4.16 -> 3.94 at 3,000);
+//! batches of 256 at 2e-3 with 300 warm-up steps taught the model to copy within 2,000
+//! steps: repeated-token loss 4.18 -> 2.74 in attnviz (seed 0), 1.34 in the PyTorch twin,
+//! with the other tokens at ln(vocab), in 3.5 minutes on 2 threads of the Xeon (family 6,
+//! model 167; 104 ms a step). The two-head circuit the issue asks for did not form in
+//! any of these runs: the copying goes through heads the previous-token and induction
+//! scores do not name.
 
 pub const VOCAB: usize = 64;
-pub const STEPS: usize = 5000;
-pub const BATCH: usize = 32;
-pub const LR: f32 = 1e-3;
-pub const WARMUP: usize = 200;
-pub const EVAL_EVERY: usize = 100;
+pub const STEPS: usize = 2000;
+pub const BATCH: usize = 256;
+pub const LR: f32 = 2e-3;
+pub const WARMUP: usize = 300;
+pub const EVAL_EVERY: usize = 50;
 pub const EVAL_BATCH: usize = 64;
 pub const CLIP: f32 = 1.0;
