@@ -4,209 +4,22 @@
 //! random block sizes; plus bit-identical results for 1 and 2 threads, fully masked
 //! rows (no NaN, no gradient) and bad inputs.
 
-use std::path::Path;
+mod kernel_cases;
 
-use attnviz::engine::config::{BigBird, MaskKind};
-use attnviz::engine::mask::Mask;
-use attnviz::engine::problem::{AttnSpec, ProblemShape};
 use attnviz::engine::reference_backward;
 use attnviz::kernel::{self, BackwardInputs, FlashGrads, KernelOptions, Tier, available_tiers};
-use ndarray::{Array4, ArrayD, IxDyn};
-use ndarray_npy::WriteNpyExt;
+use kernel_cases::*;
 use proptest::prelude::*;
-use rand::{RngExt, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 /// Largest error allowed, relative to the largest entry of each reference gradient.
 const TOLERANCE: f64 = 1e-4;
 
-/// Work of one random case (B*H*Nq*Nk*(d+dv)), so the f64 reference stays quick.
-const CASE_BUDGET: usize = 600_000;
-
-#[derive(Debug, Clone)]
-enum MaskChoice {
-    None,
-    Causal,
-    Window(usize),
-    /// Valid length per batch entry, as a fraction of Nk in quarters (0 = fully masked).
-    Padding(Vec<u8>),
-    BigBird(BigBird),
-    FileKeep,
-    FileAdditive,
-}
-
-#[derive(Debug, Clone)]
-struct Case {
-    batch: usize,
-    heads: usize,
-    kv_heads: usize,
-    n_q: usize,
-    n_k: usize,
-    d: usize,
-    dv: usize,
-    mask: MaskChoice,
-    alibi: bool,
-    block_q: Option<usize>,
-    block_k: Option<usize>,
-    seed: u64,
-}
-
-fn any_mask() -> BoxedStrategy<MaskChoice> {
-    prop_oneof![
-        Just(MaskChoice::None),
-        Just(MaskChoice::Causal),
-        (1usize..40).prop_map(MaskChoice::Window),
-        proptest::collection::vec(0u8..=4, 2).prop_map(MaskChoice::Padding),
-        (0usize..2, 0usize..2, 0usize..3, 1usize..40).prop_map(
-            |(window, globals, random, block)| MaskChoice::BigBird(BigBird {
-                window,
-                globals,
-                random,
-                block,
-            })
-        ),
-        Just(MaskChoice::FileKeep),
-        Just(MaskChoice::FileAdditive),
-    ]
-    .boxed()
-}
-
-fn case() -> impl Strategy<Value = Case> {
-    (
-        (
-            1usize..=2,
-            prop_oneof![Just(1usize), Just(2), Just(3), Just(4)],
-            0usize..3,
-        ),
-        (1usize..=200, 1usize..=200, 1usize..=100, 1usize..=100),
-        any_mask(),
-        any::<bool>(),
-        (
-            prop_oneof![Just(None), (1usize..80).prop_map(Some)],
-            prop_oneof![Just(None), (1usize..100).prop_map(Some)],
-        ),
-        any::<u64>(),
-    )
-        .prop_map(
-            |((batch, heads, group_pick), (n_q, n_k, d, dv), mask, alibi, (bq, bk), seed)| {
-                let divisors: Vec<usize> = (1..=heads).filter(|g| heads % g == 0).collect();
-                let kv_heads = divisors[group_pick % divisors.len()];
-                let pairs = batch * heads * n_q * n_k;
-                let room = (CASE_BUDGET / pairs).max(2);
-                let (d, dv) = if d + dv > room {
-                    ((d * room / (d + dv)).max(1), (dv * room / (d + dv)).max(1))
-                } else {
-                    (d, dv)
-                };
-                Case {
-                    batch,
-                    heads,
-                    kv_heads,
-                    n_q,
-                    n_k,
-                    d,
-                    dv,
-                    mask,
-                    alibi,
-                    block_q: bq,
-                    block_k: bk,
-                    seed,
-                }
-            },
-        )
-}
-
-struct Problem {
-    shape: ProblemShape,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    dout: Vec<f32>,
-    spec: AttnSpec,
-    _dir: Option<tempfile::TempDir>,
-}
-
-fn uniform(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
-    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-}
-
-fn write_mask(path: &Path, c: &Case, rng: &mut ChaCha8Rng, keep: bool) {
-    let shape: Vec<usize> = match rng.random_range(0..3) {
-        0 => vec![c.n_q, c.n_k],
-        1 => vec![c.heads, c.n_q, c.n_k],
-        _ => vec![c.batch, c.heads, c.n_q, c.n_k],
-    };
-    let len: usize = shape.iter().product();
-    let data: Vec<f64> = (0..len)
-        .map(|_| {
-            if keep {
-                if rng.random_range(0.0..1.0) < 0.6 {
-                    1.0
-                } else {
-                    0.0
-                }
-            } else if rng.random_range(0.0..1.0) < 0.3 {
-                f64::NEG_INFINITY
-            } else {
-                rng.random_range(-3.0..3.0)
-            }
-        })
-        .collect();
-    let mut data = ArrayD::from_shape_vec(IxDyn(&shape), data).unwrap();
-    if keep {
-        data.as_slice_mut().unwrap()[0] = 1.0;
-    }
-    data.write_npy(std::fs::File::create(path).unwrap())
-        .unwrap();
-}
-
-fn problem(c: &Case) -> Problem {
-    let mut rng = ChaCha8Rng::seed_from_u64(c.seed);
-    let shape = ProblemShape::from_dims(
-        [c.batch, c.heads, c.n_q, c.d],
-        [c.batch, c.kv_heads, c.n_k, c.d],
-        [c.batch, c.kv_heads, c.n_k, c.dv],
-    )
-    .unwrap();
-    let q = uniform(&mut rng, c.batch * c.heads * c.n_q * c.d);
-    let k = uniform(&mut rng, c.batch * c.kv_heads * c.n_k * c.d);
-    let v = uniform(&mut rng, c.batch * c.kv_heads * c.n_k * c.dv);
-    let dout = uniform(&mut rng, c.batch * c.heads * c.n_q * c.dv);
-    let mut dir = None;
-    let kind = match &c.mask {
-        MaskChoice::None => MaskKind::None,
-        MaskChoice::Causal => MaskKind::Causal,
-        MaskChoice::Window(w) => MaskKind::Window(*w),
-        MaskChoice::Padding(f) => MaskKind::Padding(
-            (0..c.batch)
-                .map(|b| c.n_k * f[b % f.len()] as usize / 4)
-                .collect(),
-        ),
-        MaskChoice::BigBird(bb) => MaskKind::BigBird(*bb),
-        MaskChoice::FileKeep | MaskChoice::FileAdditive => {
-            let d = tempfile::tempdir().unwrap();
-            let path = d.path().join("mask.npy");
-            write_mask(&path, c, &mut rng, matches!(c.mask, MaskChoice::FileKeep));
-            dir = Some(d);
-            MaskKind::File(path)
-        }
-    };
-    let mask = Mask::resolve(&kind, c.batch, c.heads, c.n_q, c.n_k).unwrap();
-    let spec = AttnSpec::new(&shape, mask, c.alibi, None);
-    Problem {
-        shape,
-        q,
-        k,
-        v,
-        dout,
-        spec,
-        _dir: dir,
-    }
-}
-
-fn to4(x: &[f32], dims: [usize; 4]) -> Array4<f64> {
-    Array4::from_shape_vec(dims, x.iter().map(|&v| v as f64).collect()).unwrap()
-}
+const LIMITS: Limits = Limits {
+    budget: 600_000,
+    max_n: 200,
+    max_dim: 100,
+    max_block_k: 100,
+};
 
 fn reference(p: &Problem) -> reference_backward::Grads {
     let s = p.shape;
@@ -303,7 +116,7 @@ proptest! {
     })]
 
     #[test]
-    fn every_tier_matches_the_reference_gradients(c in case()) {
+    fn every_tier_matches_the_reference_gradients(c in case(any_mask(), LIMITS)) {
         check_case(&c)?;
     }
 }
