@@ -60,7 +60,7 @@ pub fn forward_backward(
     let plan = plan(b.batch, t);
     shards.resize_with(plan.len(), Shard::default);
     // Threads left over when there are fewer shards than threads go inside the shards.
-    let inner = (threads / plan.len()).max(1);
+    let inner = (threads / plan.len().max(1)).max(1);
     let run = |(sh, seqs): (&mut Shard, &Range<usize>)| -> Result<()> {
         let toks = seqs.start * t..seqs.end * t;
         sh.loss = model::forward(
