@@ -5,6 +5,7 @@
 //! - [`exp`]: the vectorised 2^x and its error bound;
 //! - [`micro`]: the register-blocked GEMM micro-kernels of a tile;
 //! - [`tile`]: the algorithm itself (block state, one tile, both loop orders, observers);
+//! - [`transpose`]: a query block's rows turned into the columns the score product reads;
 //! - [`gemm`], [`backward`]: FlashAttention-2's backward pass (dQ, dK, dV) and the
 //!   general register-blocked product its tiles use;
 //! - [`peak`]: this CPU's fp32 FMA peak, measured;
@@ -34,6 +35,7 @@ pub mod peak;
 mod pool;
 pub mod tier;
 pub mod tile;
+mod transpose;
 
 pub use backward::{
     BWD_BLOCK_K, BWD_BLOCK_Q, BackwardInputs, FlashGrads, GradObserver, GradView, NoGradObserver,

@@ -15,6 +15,7 @@ use pulp::Simd;
 use super::buf::AlignedBuf;
 use super::exp::{exp2, exp2_nonpositive};
 use super::micro::{self, PV_ROWS, PvArgs, ScoreArgs};
+use super::transpose::transpose_scaled;
 use crate::attn::mask::{Mask, TileClass};
 
 /// Rows of the padded block for `rows` query rows on a tier with `lanes` lanes: whole
@@ -258,13 +259,14 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
     state.ldo = ldo;
     state.dv = head.dv;
     state.qt.resize_zeroed(head.d * ld);
-    let qt = state.qt.as_mut_slice();
-    for (r, i) in rows.clone().enumerate() {
-        let qrow = &head.q[i * head.d..][..head.d];
-        for (c, &x) in qrow.iter().enumerate() {
-            qt[c * ld + r] = x * head.scale2;
-        }
-    }
+    transpose_scaled::<S>(
+        &head.q[rows.start * head.d..rows.end * head.d],
+        rows.len(),
+        head.d,
+        head.scale2,
+        state.qt.as_mut_slice(),
+        ld,
+    );
     state.qpos.resize_zeroed(ld);
     let offset = head.n_k as f32 - head.n_q as f32;
     for (r, p) in state.qpos.as_mut_slice().iter_mut().enumerate() {
