@@ -143,6 +143,17 @@ fn largest_head_dims_match() {
 }
 
 #[test]
+fn the_common_head_sizes_match() {
+    // d = 32, 64 and 128 take the score kernel's constant-d path for whole six-key blocks
+    // (kernel::micro::score_rows); 203 keys also leave a partial block in every tile.
+    for d in [32, 64, 128] {
+        for (mask, alibi) in [(MaskChoice::None, false), (MaskChoice::Causal, true)] {
+            check_case(&fixed(77, 203, d, 64, mask, alibi)).unwrap();
+        }
+    }
+}
+
+#[test]
 fn huge_logits_stay_finite() {
     // scale 40 at d = 160: scores in the hundreds, exp(score) far beyond f32.
     let c = fixed(200, 300, 160, 64, MaskChoice::Causal, false);
