@@ -359,6 +359,9 @@ pub(crate) fn process_tile<S: Simd, O: TileObserver>(
             st: scr.st.as_mut_slice(),
             tmax: scr.tmax.as_mut_slice(),
             fuse_max: plain,
+            // V_j into L2 while S^T is computed, for P V after the softmax.
+            prefetch: &head.v[cols.start * head.ldv..],
+            prefetch_ld: head.ldv,
         },
     );
     if !plain {
