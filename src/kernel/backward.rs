@@ -27,6 +27,7 @@ use super::backward_tile::{self, BwdScratch, KvBlock, QBlock, TileGrads};
 use super::buf::AlignedBuf;
 use super::tier::Tier;
 use super::tile::{Head, ScoresView};
+use super::transpose::transpose_scaled;
 use super::{KernelOptions, check_problem, check_range, default_threads, pool};
 use crate::engine::mask::TileClass;
 use crate::engine::problem::{AttnSpec, ProblemShape};
@@ -249,7 +250,7 @@ impl WithSimd for PackJob<'_, '_> {
     type Output = HeadPack;
     #[inline(always)]
     fn with_simd<S: Simd>(self, _: S) -> HeadPack {
-        HeadPack::new(self.geo, self.head, self.inp, self.bh)
+        HeadPack::new::<S>(self.geo, self.head, self.inp, self.bh)
     }
 }
 
@@ -283,7 +284,12 @@ pub fn attention_backward_observed<O: GradObserver>(
     let tier = Tier::resolve(tier, "kernel tier")?;
     let geo = Geometry::new(tier, shape, spec, br, bc);
     let heads = vec![head_of(shape, 0, inp, spec, geo.br, geo.bc)];
-    let packs = vec![HeadPack::new(&geo, &heads[0], inp, 0)];
+    let packs = vec![tier.dispatch(PackJob {
+        geo: &geo,
+        head: &heads[0],
+        inp,
+        bh: 0,
+    })];
     let out = tier.dispatch(TaskJob {
         geo: &geo,
         heads: &heads,
@@ -413,7 +419,8 @@ struct HeadPack {
 }
 
 impl HeadPack {
-    fn new(geo: &Geometry, head: &Head<'_>, inp: &BackwardInputs<'_>, bh: usize) -> Self {
+    #[inline(always)]
+    fn new<S: Simd>(geo: &Geometry, head: &Head<'_>, inp: &BackwardInputs<'_>, bh: usize) -> Self {
         let (ld, ldq, ldo, nb) = (geo.ld, geo.ldq, geo.ldo, geo.q_blocks);
         let (d, dv, n_q) = (head.d, head.dv, head.n_q);
         let out = &inp.out[bh * n_q * dv..][..n_q * dv];
@@ -453,17 +460,17 @@ impl HeadPack {
             for (r, qp) in qpos.iter_mut().enumerate() {
                 *qp = (rows.start + r) as f32 + offset;
             }
+            let (q_rows, do_rows) = (
+                &head.q[rows.start * d..rows.end * d],
+                &dout[rows.start * dv..rows.end * dv],
+            );
+            transpose_scaled::<S>(q_rows, rows.len(), d, head.scale2, qt, ld);
+            transpose_scaled::<S>(do_rows, rows.len(), dv, 1.0, dot, ld);
             for (r, i) in rows.clone().enumerate() {
                 let qrow = &head.q[i * d..][..d];
                 qr[r * ldq..][..d].copy_from_slice(qrow);
-                for (c, &x) in qrow.iter().enumerate() {
-                    qt[c * ld + r] = x * head.scale2;
-                }
                 let grow = &dout[i * dv..][..dv];
                 dor[r * ldo..][..dv].copy_from_slice(grow);
-                for (c, &x) in grow.iter().enumerate() {
-                    dot[c * ld + r] = x;
-                }
                 let orow = &out[i * dv..][..dv];
                 dd[r] = grow
                     .iter()

@@ -141,7 +141,13 @@ pub fn scores<S: Simd>(s: S, a: ScoreArgs<'_>) {
             // bounds of k, qt, st and tmax by the asserts above.
             unsafe {
                 let p = ScorePtrs {
-                    pf: pf.wrapping_add(key * a.prefetch_ld),
+                    // Only the first pass over the keys prefetches: later ones (ld wider
+                    // than one register block) would ask for the same lines again.
+                    pf: if v0 == 0 {
+                        pf.wrapping_add(key * a.prefetch_ld)
+                    } else {
+                        core::ptr::null()
+                    },
                     pf_ld: a.prefetch_ld,
                     pf_lines,
                     k: k.add(key * a.d),
