@@ -4,7 +4,10 @@
 //!
 //! Loop order and threads. Key blocks are outer: a task owns the dK_j, dV_j
 //! accumulators of its key blocks (one Bc x d tile each, in cache for the whole pass
-//! over the query blocks) and streams the query blocks by, adding to dQ_i. The other
+//! over the query blocks) and streams the query blocks by, adding to dQ_i; it takes
+//! [`BWD_KEY_GROUP`] key blocks per pass, so each query block is read once for that many
+//! tiles (the observed run behind the animation takes one at a time: same sums, same
+//! bits). The other
 //! order (query blocks outer, as PyTorch's CPU kernel does) keeps dQ_i on chip instead
 //! and must read and write two tiles (dK_j and dV_j) per tile instead of one; it also
 //! needs per-task dK, dV copies for GQA, since a group's heads share them. (The choice
@@ -41,6 +44,17 @@ pub const BWD_BLOCK_Q: usize = 64;
 /// Keys per block of the backward (Bc): P^T and dS^T (64 x 64 x 4 B = 16 KB each) and
 /// the dK_j, dV_j accumulators (16 KB each at d = 64) fit in L2 beside the query block.
 pub const BWD_BLOCK_K: usize = 64;
+
+/// Key blocks that a task takes together in one pass over the query blocks: each query
+/// block's packed inputs (Q^T, Q, dO^T, dO: 64 KB at d = 64) and its dQ_i are read from
+/// L3 once for four tiles instead of once a tile, while the four key blocks' dK_j, dV_j
+/// and K_j (144 KB) stay in L2. The dQ, dK and dV sums keep their order (key blocks
+/// ascending for dQ_i, query blocks ascending for dK_j, dV_j), so the bits are those of
+/// one block at a time. On an AMD EPYC (family 25 model 1, AVX2, 512 KB L2), N = 4096
+/// unmasked, medians of 4 and 5 `bench` runs alternating 1 and 4: 1241 -> 1120 ms and
+/// 1308 -> 1155 ms on 1 thread, 714 -> 617 and 708 -> 619 ms on 2; a third such run
+/// found no difference outside the noise, and 8 was no better than 4.
+pub const BWD_KEY_GROUP: usize = 4;
 
 /// The backward splits a (batch, group) into key-block chunks until there are at least
 /// this many tasks, so a problem of one head still keeps a few cores busy.
@@ -169,6 +183,17 @@ pub fn attention_backward(
     spec: &AttnSpec,
     opts: &KernelOptions,
 ) -> Result<FlashGrads> {
+    backward_grouped(shape, inp, spec, opts, BWD_KEY_GROUP)
+}
+
+/// [`attention_backward`] taking `kb_group` key blocks per pass over the query blocks.
+fn backward_grouped(
+    shape: &ProblemShape,
+    inp: &BackwardInputs<'_>,
+    spec: &AttnSpec,
+    opts: &KernelOptions,
+    kb_group: usize,
+) -> Result<FlashGrads> {
     let threads = opts.threads.unwrap_or_else(default_threads);
     if threads == 0 {
         return Err(Error::usage("--threads must be at least 1"));
@@ -208,6 +233,7 @@ pub fn attention_backward(
             bg: t / chunks,
             chunk: t % chunks,
             chunks,
+            kb_group,
             observer: &mut NoGradObserver,
         })
     };
@@ -297,6 +323,7 @@ pub fn attention_backward_observed<O: GradObserver>(
         bg: 0,
         chunk: 0,
         chunks: 1,
+        kb_group: 1,
         observer,
     });
     let outs = [out];
@@ -546,6 +573,9 @@ struct TaskJob<'a, 'h, O> {
     bg: usize,
     chunk: usize,
     chunks: usize,
+    /// Key blocks a pass over the query blocks takes together ([`BWD_KEY_GROUP`] on the
+    /// fast path, 1 on the observed one).
+    kb_group: usize,
     observer: &'a mut O,
 }
 
@@ -565,103 +595,114 @@ impl<O: GradObserver> WithSimd for TaskJob<'_, '_, O> {
             dv: AlignedBuf::zeros(my_blocks.len() * bc * ldo),
         };
         let mut scr = BwdScratch::default();
-        let mut kpad = AlignedBuf::zeros(bc * ldq);
+        let group = self.kb_group.max(1);
+        let mut kpad = AlignedBuf::zeros(group * bc * ldq);
         let first = &self.heads[b * geo.heads + g * hpg];
         let (d, scale) = (first.d, geo.scale);
-        for (slot, &kb) in my_blocks.iter().enumerate() {
-            let cols = first.k_cols(kb);
+        for (gi, kbs) in my_blocks.chunks(group).enumerate() {
+            let slot0 = gi * group;
             {
                 let kp = kpad.as_mut_slice();
-                for (jj, j) in cols.clone().enumerate() {
-                    kp[jj * ldq..][..d].copy_from_slice(&first.k[j * d..][..d]);
+                for (i, &kb) in kbs.iter().enumerate() {
+                    for (jj, j) in first.k_cols(kb).enumerate() {
+                        kp[(i * bc + jj) * ldq..][..d].copy_from_slice(&first.k[j * d..][..d]);
+                    }
                 }
             }
-            let dk = &mut out.dk.as_mut_slice()[slot * bc * ldq..][..bc * ldq];
-            let dv = &mut out.dv.as_mut_slice()[slot * bc * ldo..][..bc * ldo];
-            let kv = KvBlock {
-                cols: cols.clone(),
-                kpad: kpad.as_slice(),
-                ldq,
-                ldo,
-            };
             for hh in 0..hpg {
                 let bh = b * geo.heads + g * hpg + hh;
                 let head = &self.heads[bh];
                 let pack = &packs[bh];
                 for qb in 0..geo.q_blocks {
-                    let class = head.class(qb, kb);
-                    let skipped = class == TileClass::Empty;
                     let qblk = pack.block(geo, head, qb);
                     let dq = &mut out.dq.as_mut_slice()[hh * dq_head + qb * ld * ldq..][..ld * ldq];
-                    if !skipped {
-                        let observer = &mut *self.observer;
-                        let on_scores = |st: &[f32], computed: std::ops::Range<usize>| {
-                            if O::WANTS_SCORES {
-                                let shift: Vec<f64> = qblk
-                                    .rows
-                                    .clone()
-                                    .map(|i| head.mask.row_shift(head.b, head.h, i))
-                                    .collect();
-                                observer.scores(
-                                    head.h,
-                                    qb,
-                                    kb,
-                                    ScoresView::new(
-                                        qblk.rows.len(),
-                                        cols.clone(),
-                                        computed,
-                                        st,
-                                        ld,
-                                        &shift,
-                                    ),
-                                );
-                            }
-                        };
-                        backward_tile::backward_tile(
-                            s,
-                            head,
-                            &qblk,
-                            &kv,
-                            class,
-                            scale,
-                            &mut scr,
-                            TileGrads {
-                                dq: &mut *dq,
-                                dk: &mut *dk,
-                                dv: &mut *dv,
-                            },
-                            on_scores,
-                        );
-                    } else {
-                        scr.computed = 0..0;
-                    }
-                    self.observer.tile(
-                        head.h,
-                        qb,
-                        kb,
-                        skipped,
-                        GradView {
-                            rows: qblk.rows.clone(),
+                    for (i, &kb) in kbs.iter().enumerate() {
+                        let slot = slot0 + i;
+                        let cols = first.k_cols(kb);
+                        let dk = &mut out.dk.as_mut_slice()[slot * bc * ldq..][..bc * ldq];
+                        let dv = &mut out.dv.as_mut_slice()[slot * bc * ldo..][..bc * ldo];
+                        let kv = KvBlock {
                             cols: cols.clone(),
-                            computed: scr.computed.clone(),
-                            ld,
+                            kpad: &kpad.as_slice()[i * bc * ldq..][..bc * ldq],
                             ldq,
                             ldo,
-                            d,
-                            dv: head.dv,
-                            dq,
-                            dk,
-                            dvv: dv,
-                            pt: scr.pt.as_slice(),
-                            dst: scr.dst.as_slice(),
-                        },
-                    );
+                        };
+                        let class = head.class(qb, kb);
+                        let skipped = class == TileClass::Empty;
+                        if !skipped {
+                            let observer = &mut *self.observer;
+                            let on_scores = |st: &[f32], computed: std::ops::Range<usize>| {
+                                if O::WANTS_SCORES {
+                                    let shift: Vec<f64> = qblk
+                                        .rows
+                                        .clone()
+                                        .map(|i| head.mask.row_shift(head.b, head.h, i))
+                                        .collect();
+                                    observer.scores(
+                                        head.h,
+                                        qb,
+                                        kb,
+                                        ScoresView::new(
+                                            qblk.rows.len(),
+                                            cols.clone(),
+                                            computed,
+                                            st,
+                                            ld,
+                                            &shift,
+                                        ),
+                                    );
+                                }
+                            };
+                            backward_tile::backward_tile(
+                                s,
+                                head,
+                                &qblk,
+                                &kv,
+                                class,
+                                scale,
+                                &mut scr,
+                                TileGrads {
+                                    dq: &mut *dq,
+                                    dk: &mut *dk,
+                                    dv: &mut *dv,
+                                },
+                                on_scores,
+                            );
+                        } else {
+                            scr.computed = 0..0;
+                        }
+                        self.observer.tile(
+                            head.h,
+                            qb,
+                            kb,
+                            skipped,
+                            GradView {
+                                rows: qblk.rows.clone(),
+                                cols: cols.clone(),
+                                computed: scr.computed.clone(),
+                                ld,
+                                ldq,
+                                ldo,
+                                d,
+                                dv: head.dv,
+                                dq: &*dq,
+                                dk,
+                                dvv: dv,
+                                pt: scr.pt.as_slice(),
+                                dst: scr.dst.as_slice(),
+                            },
+                        );
+                    }
                 }
             }
         }
         out
     }
 }
+
+#[cfg(test)]
+#[path = "backward_tests.rs"]
+mod tests;
 
 /// The call's gradients, written head by head (dQ, D) and K/V group by group (dK, dV).
 struct Grads {

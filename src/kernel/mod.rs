@@ -38,8 +38,8 @@ pub mod tile;
 mod transpose;
 
 pub use backward::{
-    BWD_BLOCK_K, BWD_BLOCK_Q, BackwardInputs, FlashGrads, GradObserver, GradView, NoGradObserver,
-    attention_backward, attention_backward_observed,
+    BWD_BLOCK_K, BWD_BLOCK_Q, BWD_KEY_GROUP, BackwardInputs, FlashGrads, GradObserver, GradView,
+    NoGradObserver, attention_backward, attention_backward_observed,
 };
 pub use buf::AlignedBuf;
 pub use pool::default_threads;
