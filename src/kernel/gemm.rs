@@ -76,27 +76,31 @@ pub struct Dims {
 /// vector registers are all it holds; the call costs nothing beside a 64 x 64 x 64 product.
 #[inline(never)]
 pub fn gemm<S: Simd>(s: S, a: MatA<'_>, b: &[f32], c: &mut [f32], dims: Dims, accumulate: bool) {
-    struct Run<'a, 'c> {
-        a: MatA<'a>,
-        b: &'a [f32],
-        c: &'c mut [f32],
-        dims: Dims,
-        accumulate: bool,
-    }
-    impl pulp::WithSimd for Run<'_, '_> {
-        type Output = ();
-        #[inline(always)]
-        fn with_simd<S: Simd>(self, s: S) {
-            gemm_inline(s, self.a, self.b, self.c, self.dims, self.accumulate);
-        }
-    }
-    s.vectorize(Run {
+    s.vectorize(Product {
         a,
         b,
         c,
         dims,
         accumulate,
     });
+}
+
+/// One product as a [`pulp::WithSimd`] job: what [`gemm`] runs in its own body, and what a
+/// caller dispatches to a tier itself.
+pub struct Product<'a> {
+    pub a: MatA<'a>,
+    pub b: &'a [f32],
+    pub c: &'a mut [f32],
+    pub dims: Dims,
+    pub accumulate: bool,
+}
+
+impl pulp::WithSimd for Product<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        gemm_inline(s, self.a, self.b, self.c, self.dims, self.accumulate);
+    }
 }
 
 /// The body of [`gemm`], compiled inside its instruction-set body.
@@ -256,21 +260,6 @@ mod tests {
     use super::*;
     use crate::kernel::{Tier, available_tiers};
 
-    struct Op<'a> {
-        a: MatA<'a>,
-        b: &'a [f32],
-        c: &'a mut [f32],
-        dims: Dims,
-        accumulate: bool,
-    }
-
-    impl pulp::WithSimd for Op<'_> {
-        type Output = ();
-        fn with_simd<S: Simd>(self, s: S) {
-            gemm(s, self.a, self.b, self.c, self.dims, self.accumulate);
-        }
-    }
-
     fn check(tier: Tier, m: usize, k: usize, n_cols: usize, col_major: bool, accumulate: bool) {
         let lanes = tier.lanes();
         let n = n_cols.next_multiple_of(lanes);
@@ -281,7 +270,7 @@ mod tests {
         let b: Vec<f32> = (0..k * ldb).map(|i| val(i + 13)).collect();
         let c0: Vec<f32> = (0..m * ldc).map(|i| val(i + 29)).collect();
         let mut c = c0.clone();
-        tier.dispatch(Op {
+        tier.dispatch(Product {
             a: MatA { a: &a, rs, cs },
             b: &b,
             c: &mut c,

@@ -14,11 +14,10 @@
 //! the backward: k); other shapes (tiny test shapes) take the model forward's kernel,
 //! on transposed copies for the backward.
 
-use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::kernel::gemm::{Dims, MatA, gemm};
+use crate::kernel::gemm::{Dims, MatA, Product};
 use crate::kernel::{Tier, thread_pool};
 use crate::model::gemm::matmul_nt;
 
@@ -202,20 +201,4 @@ fn product(
         thread_pool(parts)?.install(|| c.par_chunks_mut(rows * dims.ldc).enumerate().for_each(job));
     }
     Ok(())
-}
-
-struct Product<'a> {
-    a: MatA<'a>,
-    b: &'a [f32],
-    c: &'a mut [f32],
-    dims: Dims,
-    accumulate: bool,
-}
-
-impl WithSimd for Product<'_> {
-    type Output = ();
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, s: S) {
-        gemm(s, self.a, self.b, self.c, self.dims, self.accumulate);
-    }
 }
