@@ -10,9 +10,10 @@ after `cargo build --release`:
 Shape B=1, H=8, d=64, fp32, as `attnviz bench`. For every case (N, causal, threads) the two
 run alternately, --rounds times, attnviz first in even rounds and PyTorch first in odd ones,
 so a slow moment of a shared machine falls on both. attnviz: `attnviz bench --backward`
-(its own median of 5 timed calls after a warm-up). PyTorch: the backward only of
-`scaled_dot_product_attention` with the flash backend (`torch.autograd.grad` of the saved
-graph), median of 5 after a warm-up (21 below N = 1024); the forward under inference_mode.
+(its own median of 5 or more timed calls after half a second of warm-up calls). PyTorch: the
+backward only of `scaled_dot_product_attention` with the flash backend (`torch.autograd.grad`
+of the saved graph), median of 5 (21 below N = 1024) after the same half second of warm-up
+calls; the forward under inference_mode.
 GFLOP/s counts 10*B*H*N^2*d for the backward, 4*B*H*N^2*d for the forward, halved for causal;
 "% peak" is attnviz's share of the FMA peak it measured in the same call.
 Prints the medians over rounds, the ratio PyTorch ms / attnviz ms (above 1: attnviz is
@@ -54,6 +55,14 @@ def reps_for(n):
     return 5 if n >= 1024 else 21
 
 
+def warm_up(step):
+    """Calls `step` until half a second has passed (at least once), as `attnviz bench` does."""
+    t0 = time.perf_counter()
+    step()
+    while time.perf_counter() - t0 < 0.5:
+        step()
+
+
 def torch_forward_ms(n, causal, threads):
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(n + threads)
@@ -62,8 +71,7 @@ def torch_forward_ms(n, causal, threads):
         def step():
             F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        step()
-        step()
+        warm_up(step)
         times = []
         for _ in range(reps_for(n)):
             t = time.perf_counter()
@@ -83,7 +91,7 @@ def torch_backward_ms(n, causal, threads):
         def step():
             torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
 
-        step()
+        warm_up(step)
         times = []
         for _ in range(reps_for(n)):
             t = time.perf_counter()

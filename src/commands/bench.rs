@@ -26,6 +26,10 @@ const TIMED_SPAN: Duration = Duration::from_millis(300);
 /// ... but never more than this many timed runs.
 const MAX_REPS: usize = 200;
 
+/// Warm-up calls repeat until they fill this long (at least one call): on a shared VM
+/// the first fraction of a second of a process runs slower.
+const WARMUP_SPAN: Duration = Duration::from_millis(500);
+
 /// The f64 reference is plain loops at about 4 G multiply-adds/s: beyond this many per
 /// call (N = 1024 at H = 8, d = 64 is 1.07 G, 0.3 s) it is skipped with a note.
 const REFERENCE_BUDGET: f64 = 1.2e9;
@@ -520,11 +524,16 @@ fn backward_reference(plan: &Plan, inp: &Inputs, threads: usize) -> Result<Vec<f
     })
 }
 
-/// One warm-up call, then at least `reps` timed calls (more for short calls); ms each.
+/// Warm-up calls for [`WARMUP_SPAN`], then at least `reps` timed calls (more for short
+/// calls); ms each.
 fn time_calls<T>(reps: usize, mut call: impl FnMut() -> Result<T>) -> Result<Vec<f64>> {
     let t0 = Instant::now();
-    call()?;
-    let first = t0.elapsed().max(Duration::from_micros(1));
+    let mut warm = 0u32;
+    while warm == 0 || t0.elapsed() < WARMUP_SPAN {
+        call()?;
+        warm += 1;
+    }
+    let first = (t0.elapsed() / warm).max(Duration::from_micros(1));
     let fit = (TIMED_SPAN.as_secs_f64() / first.as_secs_f64()) as usize;
     let count = reps.max(fit.min(MAX_REPS));
     let mut ms = Vec::with_capacity(count);
