@@ -456,10 +456,13 @@ pub struct HeadsArgs {
 /// What `attnviz train` learns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum TrainTask {
-    /// Random tokens with a span repeated at a random offset: only an induction circuit
-    /// predicts the repeat.
+    /// A block of random tokens at the start, then the block again; the loss only on the
+    /// second copy's predictable tokens: a two-layer model forms an induction circuit.
     #[default]
     Induction,
+    /// A span copied to a random later offset in random tokens, the loss on every token:
+    /// a two-layer model learns a fixed-distance shortcut instead of the circuit.
+    CopySpan,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -217,11 +217,33 @@ fn model_gradient_matches_finite_differences_of_the_f64_model() {
     }
 }
 
+/// The induction task's loss is taken only on the second copy's targets: the gradient of
+/// that masked mean matches finite differences of the f64 model's masked loss.
+#[test]
+fn masked_loss_gradient_matches_finite_differences() {
+    let (l, p, b) = tiny(8);
+    assert!(b.trained.iter().any(|&t| t) && b.trained.iter().any(|&t| !t));
+    let pf = f32s(&p);
+    let mut cache = Cache::default();
+    let mask = Some(&b.trained[..]);
+    let loss = model::forward(&l, &pf, &b.tokens, &b.targets, mask, 2, 1, &mut cache).unwrap();
+    let want = r::loss_masked(&l, &p, &b.tokens, &b.targets, mask, 2);
+    assert!((loss - want).abs() < 1e-5, "{loss} vs {want}");
+    let mut grads = vec![0.0f32; l.total];
+    model::backward(&l, &pf, &mut cache, &mut grads, 1).unwrap();
+    let num = r::numeric_grad(&p, 1e-5, |q| {
+        r::loss_masked(&l, q, &b.tokens, &b.targets, mask, 2)
+    });
+    let g: Vec<f64> = grads.iter().map(|&x| x as f64).collect();
+    let (e, i) = r::worst(&grads, &num, 1e-4, 1e-2);
+    assert!(e <= 1.0, "[{i}]: {} vs {}", g[i], num[i]);
+}
+
 fn model_gradient_case(d: usize) {
     let (l, p, b) = tiny(d);
     let pf = f32s(&p);
     let mut cache = Cache::default();
-    let loss = model::forward(&l, &pf, &b.tokens, &b.targets, 2, 2, &mut cache).unwrap();
+    let loss = model::forward(&l, &pf, &b.tokens, &b.targets, None, 2, 2, &mut cache).unwrap();
     let want = r::loss(&l, &p, &b.tokens, &b.targets, 2);
     assert!((loss - want).abs() < 1e-5, "{loss} vs {want}");
     let mut grads = vec![0.0f32; l.total];
@@ -254,7 +276,7 @@ fn one_training_step_matches_an_f64_step() {
     let (lr, clip) = (1e-2f32, 0.5f32);
     let mut pf = f32s(&p);
     let mut cache = Cache::default();
-    model::forward(&l, &pf, &b.tokens, &b.targets, 2, 1, &mut cache).unwrap();
+    model::forward(&l, &pf, &b.tokens, &b.targets, None, 2, 1, &mut cache).unwrap();
     let mut grads = vec![0.0f32; l.total];
     model::backward(&l, &pf, &mut cache, &mut grads, 1).unwrap();
     let norm = clip_grad_norm(&mut grads, clip);
@@ -309,7 +331,17 @@ fn a_batch_in_uneven_shards_has_the_whole_batch_loss_and_gradient() {
     // 4 + 4 + 1 sequences: unequal weights.
     assert_eq!(shards::plan(9, 64), vec![0..4, 4..8, 8..9]);
     let mut cache = Cache::default();
-    let want_loss = model::forward(&l, &p, &b.tokens, &b.targets, 9, 1, &mut cache).unwrap();
+    let want_loss = model::forward(
+        &l,
+        &p,
+        &b.tokens,
+        &b.targets,
+        Some(&b.trained),
+        9,
+        1,
+        &mut cache,
+    )
+    .unwrap();
     let mut want = vec![0.0f32; l.total];
     model::backward(&l, &p, &mut cache, &mut want, 1).unwrap();
     let want: Vec<f64> = want.iter().map(|&g| g as f64).collect();

@@ -195,6 +195,7 @@ fn train_json_prints_one_object_per_evaluation() {
         "loss_other",
         "induction_max",
         "prev_token_max",
+        "induction_offset_max",
         "ms_per_step",
     ] {
         assert!(

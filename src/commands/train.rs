@@ -9,12 +9,14 @@ use std::io::IsTerminal;
 
 use serde::Serialize;
 
-use crate::cli::TrainArgs;
+use crate::cli::{TrainArgs, TrainTask};
 use crate::error::{Error, Result};
 use crate::kernel::default_threads;
 use crate::output;
 use crate::train::export::{self, Vocab};
-use crate::train::{AdamW, EvalRecord, ModelShape, Source, TrainConfig, Trainer, defaults};
+use crate::train::{
+    AblationRecord, AdamW, EvalRecord, ModelShape, Source, TrainConfig, Trainer, defaults,
+};
 use crate::tui::{AppOptions, State, app, terminal};
 
 /// The run's config and data from the flags; every bad flag named.
@@ -35,7 +37,10 @@ pub fn setup(args: &TrainArgs) -> Result<(TrainConfig, Source)> {
                     "--vocab {vocab} is too small: the induction task needs at least 2 tokens"
                 )));
             }
-            Source::Induction { vocab }
+            match args.task.unwrap_or_default() {
+                TrainTask::Induction => Source::Induction { vocab },
+                TrainTask::CopySpan => Source::CopySpan { vocab },
+            }
         }
     };
     if args.steps == 0 && args.bench_steps.is_none() {
@@ -77,7 +82,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let (cfg, source) = setup(args)?;
     let json = args.json || !std::io::stdout().is_terminal();
     let vocab = match source {
-        Source::Induction { .. } => Vocab::Numbers,
+        Source::Induction { .. } | Source::CopySpan { .. } => Vocab::Numbers,
         Source::Text { .. } => Vocab::Bytes,
     };
     if let Some(n) = args.bench_steps {
@@ -93,6 +98,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         if tr.step_count().is_multiple_of(args.eval_every) || tr.done() {
             report(&tr.evaluate()?, json)?;
         }
+    }
+    if let Some(ab) = tr.ablation()? {
+        report_ablation(&ab, json)?;
     }
     if let Some(dir) = &args.out {
         export::write_hf_gpt2(dir, tr.layout(), tr.params(), vocab)?;
@@ -135,6 +143,37 @@ fn report(r: &EvalRecord, json: bool) -> Result<()> {
         r.induction_max,
         r.prev_token_max,
         r.ms_per_step
+    ))
+}
+
+/// The ablation test at the end of a run: one JSON object `{"ablation": ...}`, or lines.
+fn report_ablation(ab: &AblationRecord, json: bool) -> Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            ablation: &'a AblationRecord,
+        }
+        let line = serde_json::to_string(&Line { ablation: ab })
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        return output::println(&line);
+    }
+    let others = ab
+        .other_heads
+        .iter()
+        .map(|h| h.probe_loss)
+        .fold(f64::NAN, f64::max);
+    output::println(&format!(
+        "ablation on the probe's copy: loss {:.3}; without L{}H{} (previous-token {:.2}) {:.3}; without L{}H{} (induction {:.2}) {:.3}; without any other head at most {:.3}",
+        ab.probe_loss,
+        ab.prev_token_head.layer,
+        ab.prev_token_head.head,
+        ab.prev_token_head.score,
+        ab.prev_token_head.probe_loss,
+        ab.induction_head.layer,
+        ab.induction_head.head,
+        ab.induction_head.score,
+        ab.induction_head.probe_loss,
+        others
     ))
 }
 

@@ -247,6 +247,7 @@ mod tests {
             loss_other: 2.9,
             induction_max: 0.41,
             prev_token_max: 0.05,
+            induction_offset_max: 0.02,
             ms_per_step: 3.0,
         }
     }

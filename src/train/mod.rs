@@ -30,4 +30,7 @@ pub mod trainer;
 pub use data::{Batch, Sampler, Source};
 pub use optim::AdamW;
 pub use params::{Layout, ModelShape};
-pub use trainer::{CIRCUIT_SCORE, EvalRecord, Snapshot, StepInfo, TrainConfig, Trainer};
+pub use trainer::{
+    AblationRecord, CIRCUIT_SCORE, EvalRecord, HeadAblation, Snapshot, StepInfo, TrainConfig,
+    Trainer,
+};

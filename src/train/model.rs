@@ -55,6 +55,8 @@ pub struct Cache {
     dlogits: Vec<f32>,
     /// Per-token loss in nats, [M].
     pub losses: Vec<f32>,
+    /// How many targets the last forward's mean loss was taken over.
+    pub trained: usize,
     lin: LinearScratch,
 }
 
@@ -105,21 +107,74 @@ fn kopts(threads: usize) -> KernelOptions {
 }
 
 /// The forward over `batch` sequences of `context` tokens (`tokens` [B*T]), and the mean
-/// cross-entropy against `targets` [B*T]. Keeps every activation in `cache`; per-token
-/// losses in `cache.losses`.
+/// cross-entropy against `targets` [B*T] over the targets `trained` marks (all when
+/// `None`; [`backward`] differentiates that mean). Keeps every activation in `cache`;
+/// every token's loss in `cache.losses`.
+#[allow(clippy::too_many_arguments)]
 pub fn forward(
     layout: &Layout,
     p: &[f32],
     tokens: &[u32],
     targets: &[u32],
+    trained: Option<&[bool]>,
     batch: usize,
     threads: usize,
     cache: &mut Cache,
 ) -> Result<f64> {
+    forward_with(
+        layout,
+        p,
+        tokens,
+        targets,
+        trained,
+        batch,
+        threads,
+        cache,
+        &[],
+    )
+}
+
+/// [`forward`] with the heads `ablate` lists, (layer, head), zeroed: their output is
+/// removed before the attention's output projection, as a forward pre-hook on GPT-2's
+/// `c_proj` that zeroes the head's slice would. For measuring only: the next
+/// [`backward`] would not differentiate the ablation.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_ablated(
+    layout: &Layout,
+    p: &[f32],
+    tokens: &[u32],
+    targets: &[u32],
+    trained: Option<&[bool]>,
+    batch: usize,
+    threads: usize,
+    cache: &mut Cache,
+    ablate: &[(usize, usize)],
+) -> Result<f64> {
+    forward_with(
+        layout, p, tokens, targets, trained, batch, threads, cache, ablate,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn forward_with(
+    layout: &Layout,
+    p: &[f32],
+    tokens: &[u32],
+    targets: &[u32],
+    trained: Option<&[bool]>,
+    batch: usize,
+    threads: usize,
+    cache: &mut Cache,
+    ablate: &[(usize, usize)],
+) -> Result<f64> {
     let s = layout.shape;
     let (t, d, f, v) = (s.context, s.d_model, s.d_ff(), s.vocab);
     let m = batch * t;
-    if tokens.len() != m || targets.len() != m || p.len() != layout.total {
+    if tokens.len() != m
+        || targets.len() != m
+        || trained.is_some_and(|t| t.len() != m)
+        || p.len() != layout.total
+    {
         return Err(Error::Internal(format!(
             "train forward: {} tokens and {} targets for {batch} x {t}, {} parameters for {}",
             tokens.len(),
@@ -153,7 +208,12 @@ pub fn forward(
         d,
         &mut x,
     );
-    for (lr, a) in layout.layers.iter().zip(cache.blocks.iter_mut()) {
+    for (layer, (lr, a)) in layout
+        .layers
+        .iter()
+        .zip(cache.blocks.iter_mut())
+        .enumerate()
+    {
         sized(&mut a.st1, m);
         sized(&mut a.h1, m * d);
         ops::layer_norm(
@@ -187,6 +247,12 @@ pub fn forward(
         a.lse = r.lse;
         sized(&mut a.y, m * d);
         heads.merge(&a.o, 1, 0, &mut a.y);
+        for &(_, h) in ablate.iter().filter(|(l, _)| *l == layer) {
+            let dh = s.d_head();
+            for row in a.y.chunks_exact_mut(d) {
+                row[h * dh..(h + 1) * dh].fill(0.0);
+            }
+        }
         let mut proj = vec![0.0f32; m * d];
         linear::forward(
             &a.y,
@@ -267,8 +333,20 @@ pub fn forward(
         threads,
     )?;
     sized(&mut cache.losses, m);
-    ops::cross_entropy(&mut cache.dlogits, v, targets, &mut cache.losses);
-    let mean = cache.losses.iter().map(|&l| l as f64).sum::<f64>() / m as f64;
+    let count =
+        ops::cross_entropy_masked(&mut cache.dlogits, v, targets, trained, &mut cache.losses);
+    cache.trained = count;
+    let sum: f64 = match trained {
+        None => cache.losses.iter().map(|&l| l as f64).sum(),
+        Some(t) => cache
+            .losses
+            .iter()
+            .zip(t)
+            .filter(|(_, t)| **t)
+            .map(|(&l, _)| l as f64)
+            .sum(),
+    };
+    let mean = if count == 0 { 0.0 } else { sum / count as f64 };
     if !mean.is_finite() {
         return Err(Error::usage(format!(
             "the training loss became {mean}: the learning rate is too high for this model (try a smaller --lr)"

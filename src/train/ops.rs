@@ -155,12 +155,29 @@ impl WithSimd for Gelu<'_> {
 /// row's loss (nats) to `losses`, and overwrites `logits` with dL/dlogits of the mean
 /// loss, (softmax - onehot) / m.
 pub fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], losses: &mut [f32]) {
+    cross_entropy_masked(logits, v, targets, None, losses);
+}
+
+/// [`cross_entropy`] with the mean taken over the rows `trained` marks (all rows when
+/// `None`): every row's loss is written to `losses`, but only the marked rows carry
+/// gradient, (softmax - onehot) / (marked rows); the others' gradient is 0. Returns the
+/// number of marked rows.
+pub fn cross_entropy_masked(
+    logits: &mut [f32],
+    v: usize,
+    targets: &[u32],
+    trained: Option<&[bool]>,
+    losses: &mut [f32],
+) -> usize {
     let m = targets.len();
-    let inv = 1.0 / m as f32;
-    for ((row, &t), loss) in logits
+    let on = |i: usize| trained.is_none_or(|t| t[i]);
+    let count = (0..m).filter(|&i| on(i)).count();
+    let inv = if count == 0 { 0.0 } else { 1.0 / count as f32 };
+    for (i, ((row, &t), loss)) in logits
         .chunks_exact_mut(v)
         .zip(targets)
         .zip(losses.iter_mut())
+        .enumerate()
     {
         let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
         let t = t as usize;
@@ -172,12 +189,17 @@ pub fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], losses: &mut
         }
         // -ln p_t = ln(sum) - (x_t - max).
         *loss = (sum.ln() - zt) as f32;
+        if !on(i) {
+            row.fill(0.0);
+            continue;
+        }
         let s = (1.0 / sum) as f32;
         for x in row.iter_mut() {
             *x *= s * inv;
         }
         row[t] -= inv;
     }
+    count
 }
 
 /// x[t] = wte[token t] + wpe[position t mod context] for rows of `d`.

@@ -58,6 +58,9 @@ pub fn forward_backward(
 ) -> Result<f64> {
     let t = layout.shape.context;
     let plan = plan(b.batch, t);
+    // Batches that train on every token may leave `trained` empty.
+    let trained = (b.trained.len() == b.tokens.len() && b.trained.iter().any(|&x| !x))
+        .then_some(&b.trained[..]);
     shards.resize_with(plan.len(), Shard::default);
     // Threads left over when there are fewer shards than threads go inside the shards.
     let inner = (threads / plan.len().max(1)).max(1);
@@ -67,7 +70,8 @@ pub fn forward_backward(
             layout,
             params,
             &b.tokens[toks.clone()],
-            &b.targets[toks],
+            &b.targets[toks.clone()],
+            trained.map(|m| &m[toks]),
             seqs.len(),
             inner,
             &mut sh.cache,
@@ -81,11 +85,19 @@ pub fn forward_backward(
     } else {
         thread_pool(parts)?.install(|| shards.par_iter_mut().zip(&plan).try_for_each(run))?;
     }
-    // The gradient of the batch's mean is the token-weighted sum of the shards' means
-    // (with equal shards the weights are powers of two at the default sizes: exact).
-    let weights: Vec<f32> = plan
+    // The gradient of the batch's mean is the sum of the shards' means, each weighted by
+    // its share of the trained tokens (with every token trained and equal shards the
+    // weights are powers of two at the default sizes: exact).
+    let total: usize = shards.iter().map(|sh| sh.cache.trained).sum();
+    let weights: Vec<f32> = shards
         .iter()
-        .map(|s| s.len() as f32 / b.batch as f32)
+        .map(|sh| {
+            if total == 0 {
+                0.0
+            } else {
+                sh.cache.trained as f32 / total as f32
+            }
+        })
         .collect();
     let sum = |(i, g): (usize, &mut [f32])| {
         let at = i * GRAD_CHUNK;
@@ -104,8 +116,13 @@ pub fn forward_backward(
     }
     Ok(shards
         .iter()
-        .zip(&plan)
-        .map(|(sh, s)| sh.loss * s.len() as f64 / b.batch as f64)
+        .map(|sh| {
+            if total == 0 {
+                0.0
+            } else {
+                sh.loss * sh.cache.trained as f64 / total as f64
+            }
+        })
         .sum())
 }
 

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::model::scores::{HeadScores, head_scores};
 
 use super::data::{self, Batch, Sampler, Source};
+use super::defaults;
 use super::model::{self, Cache};
 use super::optim::{self, AdamState, AdamW};
 use super::params::{Layout, ModelShape};
@@ -71,7 +72,34 @@ pub struct EvalRecord {
     pub induction_max: f64,
     /// Largest previous-token score of any head in the layers before the last.
     pub prev_token_max: f64,
+    /// Largest induction score of any head in layers after the first on the offset probe
+    /// (the copy after a random prefix), so a head that only learned "look at position
+    /// i - L of a copy at 0" does not count.
+    pub induction_offset_max: f64,
     pub ms_per_step: f64,
+}
+
+/// The loss on the probe's predictable tokens with one head's output removed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HeadAblation {
+    pub layer: usize,
+    pub head: usize,
+    /// The head's previous-token (layer 0) or induction (later layers) score.
+    pub score: f64,
+    pub probe_loss: f64,
+}
+
+/// The ablation test at the end of a run: the probe's loss on the tokens of its second
+/// copy (after its first) with nothing removed, with the best previous-token head of the
+/// first layer removed, with the best induction head of a later layer removed, and with
+/// each other head removed in turn. If the two heads are a circuit, removing either
+/// destroys the copy and removing another head does not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AblationRecord {
+    pub probe_loss: f64,
+    pub prev_token_head: HeadAblation,
+    pub induction_head: HeadAblation,
+    pub other_heads: Vec<HeadAblation>,
 }
 
 /// What a view shows: progress, every evaluation so far, and the probe's head scores
@@ -104,6 +132,7 @@ pub struct Trainer {
     sampler: Sampler,
     eval: Batch,
     probe: Vec<u32>,
+    offset_probe: Vec<u32>,
     cache: Cache,
     shards: Vec<Shard>,
     step: usize,
@@ -137,6 +166,7 @@ impl Trainer {
         let params = layout.init(cfg.seed);
         let t = cfg.shape.context;
         let probe = data::probe(&source, t, cfg.seed);
+        let offset_probe = data::offset_probe(&source, t, cfg.seed);
         let mut eval_sampler = Sampler::new(source.clone(), t, cfg.seed.wrapping_add(1) ^ 0x5151);
         let eval = eval_sampler.next(cfg.eval_batch);
         Ok(Trainer {
@@ -145,6 +175,7 @@ impl Trainer {
             sampler: Sampler::new(source, t, cfg.seed),
             eval,
             probe,
+            offset_probe,
             cache: Cache::default(),
             shards: Vec::new(),
             step: 0,
@@ -183,10 +214,14 @@ impl Trainer {
     /// One training step: a fresh batch, forward, backward, clipping, AdamW.
     pub fn step(&mut self) -> Result<StepInfo> {
         let t0 = Instant::now();
+        if self.step == defaults::OFFSET_FROM {
+            self.sampler.set_offset_share(defaults::OFFSET_SHARE);
+        }
         let b = self.sampler.next(self.cfg.batch);
         let loss = self.forward_backward(&b)?;
         let grad_norm = optim::clip_grad_norm(&mut self.grads, self.cfg.clip);
-        let lr = optim::lr_at(self.step, self.cfg.steps, self.cfg.warmup, self.cfg.lr);
+        let horizon = self.cfg.steps.max(defaults::DECAY_STEPS);
+        let lr = optim::lr_at(self.step, horizon, self.cfg.warmup, self.cfg.lr);
         self.cfg.adamw.step(
             &self.layout,
             &mut self.params,
@@ -229,11 +264,13 @@ impl Trainer {
     pub fn evaluate(&mut self) -> Result<EvalRecord> {
         let th = self.cfg.threads;
         let e = &self.eval;
+        let trained = e.trained.iter().any(|&x| !x).then_some(&e.trained[..]);
         let loss = model::forward(
             &self.layout,
             &self.params,
             &e.tokens,
             &e.targets,
+            trained,
             e.batch,
             th,
             &mut self.cache,
@@ -249,6 +286,7 @@ impl Trainer {
             }
         }
         let mean = |s: f64, n: usize| if n == 0 { 0.0 } else { s / n as f64 };
+        let offset = self.offset_scores()?;
         self.probe_maps()?;
         let layers = self.cfg.shape.layers;
         let best = |range: std::ops::Range<usize>, f: &dyn Fn(&HeadScores) -> f64| {
@@ -265,6 +303,11 @@ impl Trainer {
             loss_other: mean(oth, noth),
             induction_max: best(1.min(layers - 1)..layers, &|s| s.induction),
             prev_token_max: best(0..(layers - 1).max(1), &|s| s.prev_token),
+            induction_offset_max: offset[1.min(layers - 1)..layers]
+                .iter()
+                .flatten()
+                .map(|s| s.induction)
+                .fold(0.0, f64::max),
             ms_per_step: mean(self.step_ms, self.steps_timed),
         };
         self.step_ms = 0.0;
@@ -273,40 +316,116 @@ impl Trainer {
         Ok(rec)
     }
 
-    fn probe_maps(&mut self) -> Result<()> {
+    /// The attention maps [layer][head] of one sequence, and the loss on its second
+    /// copy's predictable targets (`copy` = (start of the first copy, its length)), with
+    /// the heads `ablate` lists removed.
+    fn probe_run(
+        &mut self,
+        probe: &[u32],
+        copy: (usize, usize),
+        ablate: &[(usize, usize)],
+    ) -> Result<(Vec<Vec<Vec<f32>>>, f64)> {
         let s = self.cfg.shape;
-        let targets: Vec<u32> = self.probe[1..]
-            .iter()
-            .chain(&self.probe[..1])
-            .copied()
+        let targets: Vec<u32> = probe[1..].iter().chain(&probe[..1]).copied().collect();
+        let (at, len) = copy;
+        let trained: Vec<bool> = (0..probe.len())
+            .map(|p| p >= at + len && p + 1 < at + 2 * len)
             .collect();
-        model::forward(
+        let loss = model::forward_ablated(
             &self.layout,
             &self.params,
-            &self.probe,
+            probe,
             &targets,
+            Some(&trained),
             1,
             self.cfg.threads,
             &mut self.cache,
+            ablate,
         )?;
-        self.maps = (0..s.layers)
+        let maps = (0..s.layers)
             .map(|l| {
                 (0..s.heads)
                     .map(|h| self.cache.attention(&self.layout, l, 0, h))
                     .collect()
             })
             .collect();
-        self.scores = self
-            .maps
-            .iter()
-            .map(|heads| {
-                heads
-                    .iter()
-                    .map(|a| head_scores(a, &self.probe, |i| i + 1))
-                    .collect()
+        Ok((maps, loss))
+    }
+
+    fn probe_copy(&self) -> (usize, usize) {
+        (0, self.cfg.shape.context / 2)
+    }
+
+    fn probe_maps(&mut self) -> Result<()> {
+        let probe = self.probe.clone();
+        let (maps, _) = self.probe_run(&probe, self.probe_copy(), &[])?;
+        self.maps = maps;
+        self.scores = scores_of(&self.maps, &self.probe);
+        Ok(())
+    }
+
+    /// Head scores on the offset probe.
+    fn offset_scores(&mut self) -> Result<Vec<Vec<HeadScores>>> {
+        let probe = self.offset_probe.clone();
+        let t = self.cfg.shape.context;
+        let (maps, _) = self.probe_run(&probe, (t / 4, (t - t / 4) / 2), &[])?;
+        Ok(scores_of(&maps, &probe))
+    }
+
+    /// The ablation test on the probe (see [`AblationRecord`]), with the head scores of
+    /// the last evaluation; `None` for a one-layer model or before any evaluation.
+    pub fn ablation(&mut self) -> Result<Option<AblationRecord>> {
+        let layers = self.cfg.shape.layers;
+        if layers < 2 || self.scores.len() != layers {
+            return Ok(None);
+        }
+        let pick = |scores: &[Vec<HeadScores>], f: &dyn Fn(&HeadScores) -> f64| {
+            let mut best = (0, 0, f64::MIN);
+            for (l, hs) in scores.iter().enumerate() {
+                for (h, sc) in hs.iter().enumerate() {
+                    if f(sc) > best.2 {
+                        best = (l, h, f(sc));
+                    }
+                }
+            }
+            best
+        };
+        let prev = pick(&self.scores[..1], &|s| s.prev_token);
+        let mut ind = pick(&self.scores[1..], &|s| s.induction);
+        ind.0 += 1;
+        let probe = self.probe.clone();
+        let copy = self.probe_copy();
+        let (_, probe_loss) = self.probe_run(&probe, copy, &[])?;
+        let heads = self.cfg.shape.heads;
+        let others: Vec<(usize, usize, f64)> = (0..layers)
+            .flat_map(|l| (0..heads).map(move |h| (l, h)))
+            .filter(|&(l, h)| (l, h) != (prev.0, prev.1) && (l, h) != (ind.0, ind.1))
+            .map(|(l, h)| {
+                let sc = &self.scores[l][h];
+                (l, h, if l == 0 { sc.prev_token } else { sc.induction })
             })
             .collect();
-        Ok(())
+        let mut with = |l: usize, h: usize, score: f64| -> Result<HeadAblation> {
+            let (_, loss) = self.probe_run(&probe, copy, &[(l, h)])?;
+            Ok(HeadAblation {
+                layer: l,
+                head: h,
+                score,
+                probe_loss: loss,
+            })
+        };
+        let prev_token_head = with(prev.0, prev.1, prev.2)?;
+        let induction_head = with(ind.0, ind.1, ind.2)?;
+        let mut other_heads = Vec::new();
+        for (l, h, score) in others {
+            other_heads.push(with(l, h, score)?);
+        }
+        Ok(Some(AblationRecord {
+            probe_loss,
+            prev_token_head,
+            induction_head,
+            other_heads,
+        }))
     }
 
     /// Whether the probe's scores (as of the last evaluation) show the two-head circuit.
@@ -334,6 +453,18 @@ impl Trainer {
             circuit: self.circuit(),
         }
     }
+}
+
+/// Each head's scores on the sequence `ids` its maps were computed on.
+fn scores_of(maps: &[Vec<Vec<f32>>], ids: &[u32]) -> Vec<Vec<HeadScores>> {
+    maps.iter()
+        .map(|heads| {
+            heads
+                .iter()
+                .map(|a| head_scores(a, ids, |i| i + 1))
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]

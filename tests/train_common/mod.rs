@@ -79,6 +79,18 @@ pub fn attention(qkv: &[f64], batch: usize, t: usize, heads: usize, dh: usize) -
 
 /// The model's mean loss in f64.
 pub fn loss(l: &Layout, p: &[f64], tokens: &[u32], targets: &[u32], batch: usize) -> f64 {
+    loss_masked(l, p, tokens, targets, None, batch)
+}
+
+/// [`loss`] with the mean over the targets `trained` marks.
+pub fn loss_masked(
+    l: &Layout,
+    p: &[f64],
+    tokens: &[u32],
+    targets: &[u32],
+    trained: Option<&[bool]>,
+    batch: usize,
+) -> f64 {
     let s = l.shape;
     let (t, d, f, v) = (s.context, s.d_model, s.d_ff(), s.vocab);
     let m = batch * t;
@@ -104,7 +116,19 @@ pub fn loss(l: &Layout, p: &[f64], tokens: &[u32], targets: &[u32], batch: usize
     }
     let hf = layer_norm(&x, d, r(&l.lnf_g), r(&l.lnf_b));
     let logits = linear(&hf, m, d, r(&l.wte), v, None);
-    cross_entropy(&logits, v, targets)
+    match trained {
+        None => cross_entropy(&logits, v, targets),
+        Some(mask) => {
+            let (mut rows, mut tg) = (Vec::new(), Vec::new());
+            for (i, &on) in mask.iter().enumerate() {
+                if on {
+                    rows.extend_from_slice(&logits[i * v..(i + 1) * v]);
+                    tg.push(targets[i]);
+                }
+            }
+            cross_entropy(&rows, v, &tg)
+        }
+    }
 }
 
 /// Central differences of `f` at `x`, step `eps`, for every coordinate.
