@@ -1,6 +1,6 @@
 //! The default run of `attnviz train`. Sizes are the contract's; batch, steps, learning
-//! rate and warm-up were chosen from the runs the README's "Training a small model"
-//! section reports. Batches of 32 at lr 1e-3 (earlier sessions' default) left the
+//! rate and warm-up were chosen from training runs (docs/training.md).
+//! Batches of 32 at lr 1e-3 (the former default) left the
 //! repeated-token loss near ln(vocab) for thousands of steps (4.16 -> 3.94 at 3,000);
 //! batches of 256 at 2e-3 with 300 warm-up steps taught the model to copy within 2,000
 //! steps: repeated-token loss 4.18 -> 2.74 in attnviz (seed 0), 1.34 in the PyTorch twin,

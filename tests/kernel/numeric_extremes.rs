@@ -280,7 +280,7 @@ fn extreme_finite_values_are_right_or_refused() {
     );
 }
 
-/// The cases of issue 10, on the library paths: scores that overflow f32 are refused by
+/// Reported cases, on the library paths: scores that overflow f32 are refused by
 /// the f32 paths and right in the reference; a bias of -3e38 on every key keeps the real
 /// distribution instead of a "fully masked" row.
 #[test]
