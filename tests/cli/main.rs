@@ -6,6 +6,7 @@ mod bench;
 mod calc;
 mod compute;
 mod compute_outputs;
+mod doc_commands;
 mod imports;
 mod numbers;
 mod numerics;
