@@ -1,6 +1,9 @@
 //! The command line: every subcommand's flags, outputs and errors, recordings, the import
 //! rules of src/, and the terminal being restored.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod backward;
 mod bench;
 mod calc;

@@ -21,13 +21,7 @@ const GOLDEN: &str = "tests/fixtures/record/short.cast";
 const SIZE: TermSize = TermSize { cols: 80, rows: 24 };
 
 fn options(lang: Lang, speed: f64) -> HeadlessOptions {
-    HeadlessOptions {
-        lang,
-        size: SIZE,
-        speed,
-        theme: None,
-        ascii: false,
-    }
+    crate::support::headless::options_at(lang, SIZE, speed)
 }
 
 fn cast(lang: Lang, speed: f64) -> Vec<u8> {

@@ -5,26 +5,13 @@
 //! a file name without a known extension is refused with exit code 2.
 
 use assert_cmd::Command;
-use attnviz::cli::{Lang, TermSize};
+use attnviz::cli::Lang;
+use attnviz::record::headless;
 use attnviz::record::palette::Defaults;
-use attnviz::record::{HeadlessOptions, headless};
 use attnviz::record::{Recording, animated_svg, cast, gif, play_through, still};
 use attnviz::scene;
 
-const SIZE: TermSize = TermSize {
-    cols: 100,
-    rows: 30,
-};
-
-fn options(lang: Lang) -> HeadlessOptions {
-    HeadlessOptions {
-        lang,
-        size: SIZE,
-        speed: 1.0,
-        theme: None,
-        ascii: false,
-    }
-}
+use crate::support::headless::options;
 
 fn recording(name: &str, lang: Lang) -> Recording {
     play_through(&scene::builtin(name).unwrap(), &options(lang)).unwrap()

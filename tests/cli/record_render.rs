@@ -1,27 +1,14 @@
 //! Every built-in scene renders each of its steps at 100x30 in both languages, headless,
 //! and shows its narration whole.
 
-use attnviz::cli::{Lang, TermSize};
-use attnviz::record::{Headless, HeadlessOptions, still};
+use attnviz::cli::Lang;
+use attnviz::record::{Headless, still};
 use attnviz::scene;
 use attnviz::tui::{render, views};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-const SIZE: TermSize = TermSize {
-    cols: 100,
-    rows: 30,
-};
-
-fn options(lang: Lang) -> HeadlessOptions {
-    HeadlessOptions {
-        lang,
-        size: SIZE,
-        speed: 1.0,
-        theme: None,
-        ascii: false,
-    }
-}
+use crate::support::headless::{SIZE, options};
 
 /// The text of the narration rows of a screen, without whitespace.
 fn narration_on(screen: &Buffer) -> String {

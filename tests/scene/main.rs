@@ -1,6 +1,9 @@
 //! Scenes: the built-in lessons, the schema, errors, limits, and the claims their narration
 //! makes.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod builtins;
 mod check_limits;
 mod claims;

@@ -5,28 +5,15 @@
 
 use assert_cmd::Command;
 use attnviz::attn::config::MaskKind;
-use attnviz::cli::{Lang, TermSize};
+use attnviz::cli::Lang;
 use attnviz::model::find;
 use attnviz::model::scores::{HeadScores, head_scores};
 use attnviz::model::session::ModelSession;
-use attnviz::record::{Headless, HeadlessOptions, record};
+use attnviz::record::{Headless, record};
 use attnviz::scene::{self, Scene};
 use attnviz::tui::ViewKind;
 
-const SIZE: TermSize = TermSize {
-    cols: 100,
-    rows: 30,
-};
-
-fn options(lang: Lang) -> HeadlessOptions {
-    HeadlessOptions {
-        lang,
-        size: SIZE,
-        speed: 1.0,
-        theme: None,
-        ascii: false,
-    }
-}
+use crate::support::headless::options;
 
 /// The built-in lesson, if its model is here.
 fn lesson(name: &str) -> Option<Scene> {
