@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's figures on SmolLM2-135M, to set beside attnviz's on the same CPU (not a test).
 
-Run outside the project, in the venv the README's "How the expected values were made" sets
+Run outside the project, in the venv docs/models.md's "How correctness is checked" sets
 up (PyTorch CPU, transformers, gguf), after tests/data/models/fetch.sh:
 
     python benches/torch_models.py [--models DIR] [--threads 1,2] [--runs 7]

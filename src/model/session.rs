@@ -120,8 +120,8 @@ impl ModelSession {
     }
 
     /// The same text through the same model with other interventions (`options.ablate`,
-    /// `mask`, `rope_base`, `no_pe`), compared with the model's own run: this session's
-    /// baseline if it has one, else this session.
+    /// `mask`, `rope_base`, `no_pe`), compared with the model's own run: this model session's
+    /// baseline if it has one, else this model session.
     pub fn intervened(&self, options: ForwardOptions) -> Result<ModelSession> {
         let baseline = self.baseline.clone().unwrap_or_else(|| {
             Arc::new(Baseline {
@@ -152,7 +152,7 @@ impl ModelSession {
         Ok(s)
     }
 
-    /// The options of the run this session is compared with: its own if it is that run.
+    /// The options of the run this model session is compared with: its own if it is that run.
     pub fn base_options(&self) -> &ForwardOptions {
         self.baseline.as_ref().map_or(&self.options, |b| &b.options)
     }

@@ -4,7 +4,7 @@
 //! [`problem`]), holds the built-in library ([`builtin`]) and gives a scene's steps for
 //! one language ([`ScriptStep`]), in its own terms: the app maps them onto its views.
 //!
-//! The format is documented in `scenes/README.md`; `scenes/scene.schema.json` is its JSON
+//! The format is documented in `docs/lessons.md`; `scenes/scene.schema.json` is its JSON
 //! Schema for editors.
 
 pub mod builtin;

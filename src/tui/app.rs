@@ -63,7 +63,7 @@ pub fn run(mut state: State) -> Result<()> {
     // Steps `attnviz train`'s run on a worker thread; its snapshots come in as actions.
     let mut training = train_worker::Driver::default();
     training.sync(&mut state);
-    // For the test that the panic path restores the terminal (tests/terminal_restore.rs):
+    // For the test that the panic path restores the terminal (tests/cli/terminal_restore.rs):
     // a panic after the first frame, while the app owns the terminal.
     let panic_for_test = std::env::var_os("ATTNVIZ_TEST_PANIC").is_some();
     while !state.quit {

@@ -17,7 +17,7 @@
 //!   [`Hit`](component::Hit); [`context`]: the [`Context`](context::Context) views read
 //!   (the data, the selection, the look, one slot per view). [`State`] holds a `Context`
 //!   (through `Deref`) plus what only the app handles. Views import neither `state`,
-//!   `update`, `render` nor `keymap` (`tests/imports.rs` checks it).
+//!   `update`, `render` nor `keymap` (`tests/cli/imports.rs` checks it).
 //! - [`views`]: one module per view and the registry that Tab cycles.
 //! - [`measure`]: the event loop's side of the scaling view's measuring thread.
 //! - [`theme`]: one table of semantic styles; colour depth from COLORTERM/TERM, mono for

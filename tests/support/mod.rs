@@ -1,14 +1,17 @@
-//! Test support shared by the model tests: writers for tiny random models.
+//! Test support shared by the test binaries: writers for tiny random models, and the
+//! options of headless runs.
 //!
 //! - [`gguf`]: a small GGUF v3 writer and a tiny llama GGUF (F32 or Q8_0/Q4_1 tensors)
 //!   whose expected f32 values are computed from the block fields the writer chose;
 //! - [`hf`]: tiny Hugging Face folders (bert, gpt2, llama) written with safetensors'
 //!   own serializer, plus tokenizer.json files;
-//! - [`vocab`]: a tiny byte-level BPE vocabulary (~300 tokens) and a WordPiece one.
+//! - [`vocab`]: a tiny byte-level BPE vocabulary (~300 tokens) and a WordPiece one;
+//! - [`headless`]: the options of headless recordings and stills.
 
 #![allow(dead_code)]
 
 pub mod gguf;
+pub mod headless;
 pub mod hf;
 pub mod vocab;
 

@@ -7,7 +7,7 @@ use super::*;
 use crate::engine::problem::AttnSpec;
 use crate::engine::reference;
 
-/// The worked example of issue 2: Q, K [4 x 4], V [4 x 2], one head.
+/// A small worked example: Q, K [4 x 4], V [4 x 2], one head.
 fn worked() -> (Array3<f64>, Array3<f64>, Array3<f64>) {
     let q = array![
         [1., 0., 2., 0.],

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Expected gradients for tests/backward_autograd.rs, from PyTorch float64 autograd.
+"""Expected gradients for tests/kernel/backward_autograd.rs, from PyTorch float64 autograd.
 
 Run once in a throw-away venv with numpy and PyTorch (CPU); the tests never need torch:
 

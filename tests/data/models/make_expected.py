@@ -2,8 +2,8 @@
 """Writes the reference values the real-model tests compare attnviz against.
 
 Run once, outside the project, in a throw-away venv with PyTorch (CPU), transformers, gguf,
-accelerate, safetensors, tokenizers and numpy (see the README, "How the expected values were
-made"), after tests/data/models/fetch.sh has put the two models in place:
+accelerate, safetensors, tokenizers and numpy (see docs/models.md, "How correctness is
+checked"), after tests/data/models/fetch.sh has put the two models in place:
 
     python tests/data/models/make_expected.py [MODELS_DIR]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes what transformers computes under the interventions of `attnviz model run`
-(DESIGN.md, "Real models": --mask, --rope-base, --no-pe), for tests/model_interventions.rs.
+(DESIGN.md, "Real models": --mask, --rope-base, --no-pe), for tests/model/interventions.rs.
 
 Run once, outside the project, in the throw-away venv of make_expected.py (PyTorch CPU,
 transformers, gguf, numpy), after tests/data/models/fetch.sh:

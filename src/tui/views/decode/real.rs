@@ -48,7 +48,7 @@ pub fn lab(state: &Context) -> Option<&RealDecodeLab> {
     state.views.get::<RealDecodeLab>(ViewKind::Decode)
 }
 
-/// Decode after the session's text, unless that was done for this session already (a
+/// Decode after the session's text, unless that was done for this model session already (a
 /// layer change keeps the decoding: it holds every layer's rows).
 pub fn ensure(state: &mut Context) {
     let Source::Real { session, .. } = &state.source else {

@@ -76,7 +76,7 @@ pub struct ModelLab {
     /// scores[layer * heads + head].
     pub scores: Vec<HeadScores>,
     pub show: Show,
-    /// The rollout (n x n), once asked for, for this session.
+    /// The rollout (n x n), once asked for, for this model session.
     pub rollout: Option<Vec<f64>>,
 }
 

@@ -22,7 +22,7 @@ pub const MAX_TOKENS: usize = 256;
 const ABOUT_EN: &str = "Rollout multiplies the layers' head-averaged weights, each mixed half and half with the identity for the residual stream: row i says where token i's final state came from. In causal models most of it drains to the first tokens.";
 const ABOUT_ZH: &str = "Rollout 把各层按头平均后的权重连乘，每层都与单位矩阵各占一半以代表残差连接：第 i 行表示词元 i 的最终状态来自哪里。在因果模型里，大部分会流向开头的几个词元。";
 
-/// The rollout of this session (n x n, row-major), if the text is short enough.
+/// The rollout of this model session (n x n, row-major), if the text is short enough.
 pub fn compute(s: &ModelSession) -> Option<Vec<f64>> {
     (s.n() <= MAX_TOKENS).then(|| scores::rollout(&s.attention, s.config().heads, s.n()))
 }

@@ -94,7 +94,7 @@ pub fn lab(state: &Context) -> Option<&RealPositionLab> {
     state.views.get::<RealPositionLab>(ViewKind::Position)
 }
 
-/// Read the session's position encoding, unless done for this session already.
+/// Read the session's position encoding, unless done for this model session already.
 pub fn ensure(state: &mut Context) {
     let Some(session) = state.source.session() else {
         return;

@@ -1,0 +1,18 @@
+//! Real-model formats and architectures: loading, forward against transformers' recorded
+//! values, generation, interventions, and training.
+
+mod model_common;
+#[path = "../support/mod.rs"]
+mod support;
+mod train_common;
+
+mod cli;
+mod cmd_cli;
+mod expected;
+mod forward;
+mod generate;
+mod interventions;
+mod load;
+mod real;
+mod train_grads;
+mod train_run;

@@ -1,0 +1,17 @@
+//! The app: the pure update, key tables, views and their snapshots, real models in the views,
+//! and end-to-end runs in a pseudo-terminal.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod e2e;
+mod model;
+mod model_views;
+mod real_decode_position;
+mod screens;
+mod soak;
+mod train;
+mod update;
+mod views_decode;
+mod views_variants;
