@@ -121,7 +121,7 @@ pub fn forward(
     threads: usize,
     cache: &mut Cache,
 ) -> Result<f64> {
-    forward_with(
+    forward_ablated(
         layout,
         p,
         tokens,
@@ -140,23 +140,6 @@ pub fn forward(
 /// [`backward`] would not differentiate the ablation.
 #[allow(clippy::too_many_arguments)]
 pub fn forward_ablated(
-    layout: &Layout,
-    p: &[f32],
-    tokens: &[u32],
-    targets: &[u32],
-    trained: Option<&[bool]>,
-    batch: usize,
-    threads: usize,
-    cache: &mut Cache,
-    ablate: &[(usize, usize)],
-) -> Result<f64> {
-    forward_with(
-        layout, p, tokens, targets, trained, batch, threads, cache, ablate,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn forward_with(
     layout: &Layout,
     p: &[f32],
     tokens: &[u32],
