@@ -16,13 +16,20 @@ pub enum GgmlType {
     Q8_0,
     Q4_0,
     Q4_1,
+    Q5_0,
+    Q5_1,
+    Q2K,
+    Q3K,
     Q4K,
     Q5K,
     Q6K,
+    Iq4Nl,
+    Iq4Xs,
 }
 
 /// Every supported type with its GGML name, for error messages.
-pub const SUPPORTED: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K";
+pub const SUPPORTED: &str =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
 
 /// Super-block size of the k-quants.
 pub const QK_K: usize = 256;
@@ -35,10 +42,16 @@ impl GgmlType {
             1 => GgmlType::F16,
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
+            6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
+            10 => GgmlType::Q2K,
+            11 => GgmlType::Q3K,
             12 => GgmlType::Q4K,
             13 => GgmlType::Q5K,
             14 => GgmlType::Q6K,
+            20 => GgmlType::Iq4Nl,
+            23 => GgmlType::Iq4Xs,
             30 => GgmlType::Bf16,
             _ => return None,
         })
@@ -51,10 +64,16 @@ impl GgmlType {
             GgmlType::F16 => 1,
             GgmlType::Q4_0 => 2,
             GgmlType::Q4_1 => 3,
+            GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
             GgmlType::Q8_0 => 8,
+            GgmlType::Q2K => 10,
+            GgmlType::Q3K => 11,
             GgmlType::Q4K => 12,
             GgmlType::Q5K => 13,
             GgmlType::Q6K => 14,
+            GgmlType::Iq4Nl => 20,
+            GgmlType::Iq4Xs => 23,
             GgmlType::Bf16 => 30,
         }
     }
@@ -107,9 +126,15 @@ impl GgmlType {
             GgmlType::Q8_0 => "Q8_0",
             GgmlType::Q4_0 => "Q4_0",
             GgmlType::Q4_1 => "Q4_1",
+            GgmlType::Q5_0 => "Q5_0",
+            GgmlType::Q5_1 => "Q5_1",
+            GgmlType::Q2K => "Q2_K",
+            GgmlType::Q3K => "Q3_K",
             GgmlType::Q4K => "Q4_K",
             GgmlType::Q5K => "Q5_K",
             GgmlType::Q6K => "Q6_K",
+            GgmlType::Iq4Nl => "IQ4_NL",
+            GgmlType::Iq4Xs => "IQ4_XS",
         }
     }
 
@@ -117,8 +142,18 @@ impl GgmlType {
     pub fn block_elems(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => 1,
-            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 => 32,
-            GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => QK_K,
+            GgmlType::Q8_0
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Iq4Nl => 32,
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+            | GgmlType::Iq4Xs => QK_K,
         }
     }
 
@@ -130,9 +165,15 @@ impl GgmlType {
             GgmlType::Q8_0 => 2 + 32,
             GgmlType::Q4_0 => 2 + 16,
             GgmlType::Q4_1 => 2 + 2 + 16,
+            GgmlType::Q5_0 => 2 + 4 + 16,
+            GgmlType::Q5_1 => 2 + 2 + 4 + 16,
+            GgmlType::Q2K => QK_K / 16 + QK_K / 4 + 2 + 2,
+            GgmlType::Q3K => QK_K / 8 + QK_K / 4 + 12 + 2,
             GgmlType::Q4K => 2 + 2 + 12 + QK_K / 2,
             GgmlType::Q5K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
             GgmlType::Q6K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2,
+            GgmlType::Iq4Nl => 2 + 16,
+            GgmlType::Iq4Xs => 2 + 2 + QK_K / 64 + QK_K / 2,
         }
     }
 
@@ -161,9 +202,15 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
         GgmlType::Q8_0 => q8_0_block,
         GgmlType::Q4_0 => q4_0_block,
         GgmlType::Q4_1 => q4_1_block,
+        GgmlType::Q5_0 => q5_0_block,
+        GgmlType::Q5_1 => q5_1_block,
+        GgmlType::Q2K => q2_k_block,
+        GgmlType::Q3K => q3_k_block,
         GgmlType::Q4K => q4_k_block,
         GgmlType::Q5K => q5_k_block,
         GgmlType::Q6K => q6_k_block,
+        GgmlType::Iq4Nl => iq4_nl_block,
+        GgmlType::Iq4Xs => iq4_xs_block,
     };
     match ty {
         // One element per "block": convert in bulk instead of one call per element.
@@ -246,6 +293,39 @@ fn q4_1_block(b: &[u8], y: &mut [f32]) {
     }
 }
 
+// block_q5_0 (22 bytes, 32 values):
+//   f16 d; u8 qh[4] (the 5th bits, one u32 little-endian: bit j for value j); u8 qs[16];
+//   y[j]      = d * (((qs[j] & 0xF) | bit(qh, j) << 4)      - 16)
+//   y[j + 16] = d * (((qs[j] >> 4)  | bit(qh, j + 16) << 4) - 16)   for j in 0..16
+fn q5_0_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    let qs = &b[6..22];
+    for j in 0..16 {
+        let h0 = ((qh >> j) & 1) as u8;
+        let h1 = ((qh >> (j + 16)) & 1) as u8;
+        y[j] = d * (((qs[j] & 0xF) | (h0 << 4)) as i32 - 16) as f32;
+        y[j + 16] = d * (((qs[j] >> 4) | (h1 << 4)) as i32 - 16) as f32;
+    }
+}
+
+// block_q5_1 (24 bytes, 32 values):
+//   f16 d; f16 m; u8 qh[4] (as Q5_0); u8 qs[16];
+//   y[j]      = d * ((qs[j] & 0xF) | bit(qh, j) << 4)      + m
+//   y[j + 16] = d * ((qs[j] >> 4)  | bit(qh, j + 16) << 4) + m      for j in 0..16
+fn q5_1_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let m = half_at(b, 2);
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    let qs = &b[8..24];
+    for j in 0..16 {
+        let h0 = ((qh >> j) & 1) as u8;
+        let h1 = ((qh >> (j + 16)) & 1) as u8;
+        y[j] = d * ((qs[j] & 0xF) | (h0 << 4)) as f32 + m;
+        y[j + 16] = d * ((qs[j] >> 4) | (h1 << 4)) as f32 + m;
+    }
+}
+
 /// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K/Q5_K super-block, packed in
 /// 12 bytes: sub-blocks 0..4 keep scale and min in the low 6 bits of bytes j and j+4;
 /// sub-blocks 4..8 keep their low 4 bits in the nibbles of byte j+4 and their high 2 bits
@@ -258,6 +338,75 @@ pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
             (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
             (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
         )
+    }
+}
+
+// block_q2_K (84 bytes, 256 values = 16 sub-blocks of 16):
+//   u8 scales[16] (sub-block s: scale in the low nibble, min in the high nibble);
+//   u8 qs[64] (2-bit quants); f16 d; f16 dmin;
+//   half h in 0..2 covers values 128h..128h+128 with qs[32h..32h+32]; shift k in 0..4:
+//   q = (qs[32h + l] >> 2k) & 3 is value v = 128h + 32k + l (l in 0..32), sub-block v/16:
+//   y[v] = d * (scales[v/16] & 0xF) * q - dmin * (scales[v/16] >> 4)
+fn q2_k_block(b: &[u8], y: &mut [f32]) {
+    let scales = &b[0..16];
+    let qs = &b[16..80];
+    let d = half_at(b, 80);
+    let dmin = half_at(b, 82);
+    for h in 0..2 {
+        let q = &qs[32 * h..32 * h + 32];
+        for k in 0..4 {
+            let v0 = 128 * h + 32 * k;
+            for half16 in 0..2 {
+                let sc = scales[v0 / 16 + half16];
+                let dl = d * (sc & 0xF) as f32;
+                let ml = dmin * (sc >> 4) as f32;
+                for l in 16 * half16..16 * half16 + 16 {
+                    y[v0 + l] = dl * ((q[l] >> (2 * k)) & 3) as f32 - ml;
+                }
+            }
+        }
+    }
+}
+
+/// The 16 signed 6-bit scales of a Q3_K super-block, packed in 12 bytes: the low 4 bits
+/// of scale s are the low nibble of byte s (s < 8) or the high nibble of byte s - 8
+/// (s >= 8); its high 2 bits are bits 2(s/4)..2(s/4)+2 of byte 8 + s%4; the stored
+/// value is offset by 32.
+fn q3_k_scales(q: &[u8]) -> [i32; 16] {
+    let mut out = [0i32; 16];
+    for (s, o) in out.iter_mut().enumerate() {
+        let lo = if s < 8 { q[s] & 0xF } else { q[s - 8] >> 4 };
+        let hi = (q[8 + s % 4] >> (2 * (s / 4))) & 3;
+        *o = (lo | (hi << 4)) as i32 - 32;
+    }
+    out
+}
+
+// block_q3_K (110 bytes, 256 values = 16 sub-blocks of 16):
+//   u8 hmask[32] (high bits); u8 qs[64] (low 2 bits); u8 scales[12] (see q3_k_scales);
+//   f16 d;
+//   the low 2 bits of value v sit as in Q2_K: v = 128h + 32k + l takes (qs[32h + l] >> 2k) & 3;
+//   its high bit is bit v/32 of hmask[v % 32], and a CLEAR bit subtracts 4:
+//   y[v] = d * sc[v/16] * (((qs[32h + l] >> 2k) & 3) - (bit(hmask[l], v/32) ? 0 : 4))
+fn q3_k_block(b: &[u8], y: &mut [f32]) {
+    let hmask = &b[0..32];
+    let qs = &b[32..96];
+    let sc = q3_k_scales(&b[96..108]);
+    let d = half_at(b, 108);
+    for h in 0..2 {
+        let q = &qs[32 * h..32 * h + 32];
+        for k in 0..4 {
+            let v0 = 128 * h + 32 * k;
+            let m = 1u8 << (4 * h + k);
+            for half16 in 0..2 {
+                let dl = d * sc[v0 / 16 + half16] as f32;
+                for l in 16 * half16..16 * half16 + 16 {
+                    let low = ((q[l] >> (2 * k)) & 3) as i32;
+                    let off = if hmask[l] & m != 0 { 0 } else { 4 };
+                    y[v0 + l] = dl * (low - off) as f32;
+                }
+            }
+        }
     }
 }
 
@@ -341,6 +490,48 @@ fn q6_k_block(b: &[u8], y: &mut [f32]) {
             y[l + 32] = d * (sc[is + 2] as i8) as f32 * q1 as f32;
             y[l + 64] = d * (sc[is + 4] as i8) as f32 * q2 as f32;
             y[l + 96] = d * (sc[is + 6] as i8) as f32 * q3 as f32;
+        }
+    }
+}
+
+/// The 16 non-uniform levels of IQ4_NL and IQ4_XS (llama.cpp's `kvalues_iq4nl`).
+const KVALUES_IQ4NL: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+// block_iq4_nl (18 bytes, 32 values):
+//   f16 d; u8 qs[16];
+//   y[j]      = d * kvalues[qs[j] & 0xF]
+//   y[j + 16] = d * kvalues[qs[j] >> 4]      for j in 0..16
+fn iq4_nl_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let qs = &b[2..18];
+    for j in 0..16 {
+        y[j] = d * KVALUES_IQ4NL[(qs[j] & 0xF) as usize] as f32;
+        y[j + 16] = d * KVALUES_IQ4NL[(qs[j] >> 4) as usize] as f32;
+    }
+}
+
+// block_iq4_xs (136 bytes, 256 values = 8 sub-blocks of 32):
+//   f16 d; u16 scales_h (2 high bits per sub-block); u8 scales_l[4] (a nibble per
+//   sub-block, low nibble first); u8 qs[128];
+//   sub-block s: ls = (nibble s of scales_l) | ((scales_h >> 2s) & 3) << 4, dl = d * (ls - 32);
+//   y[32s + j]      = dl * kvalues[qs[16s + j] & 0xF]
+//   y[32s + 16 + j] = dl * kvalues[qs[16s + j] >> 4]     for j in 0..16
+fn iq4_xs_block(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let scales_h = u16::from_le_bytes([b[2], b[3]]);
+    let scales_l = &b[4..8];
+    let qs = &b[8..136];
+    for s in 0..8 {
+        let lo = (scales_l[s / 2] >> (4 * (s % 2))) & 0xF;
+        let hi = ((scales_h >> (2 * s)) & 3) as u8;
+        let dl = d * ((lo | (hi << 4)) as i32 - 32) as f32;
+        let q = &qs[16 * s..16 * s + 16];
+        let y = &mut y[32 * s..32 * s + 32];
+        for j in 0..16 {
+            y[j] = dl * KVALUES_IQ4NL[(q[j] & 0xF) as usize] as f32;
+            y[j + 16] = dl * KVALUES_IQ4NL[(q[j] >> 4) as usize] as f32;
         }
     }
 }

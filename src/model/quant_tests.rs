@@ -260,18 +260,24 @@ fn type_ids_round_trip_and_sizes_match_ggml() {
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Iq4Nl,
+        GgmlType::Iq4Xs,
     ];
     for t in all {
         assert_eq!(GgmlType::from_id(t.id()), Some(t));
         assert!(SUPPORTED.contains(t.name()));
     }
     // ggml's type_size for these types.
-    let sizes = [4, 2, 2, 34, 18, 20, 144, 176, 210];
+    let sizes = [4, 2, 2, 34, 18, 20, 144, 176, 210, 22, 24, 84, 110, 18, 136];
     for (t, s) in all.iter().zip(sizes) {
         assert_eq!(t.block_bytes(), s, "{}", t.name());
     }
-    assert_eq!(GgmlType::from_id(10), None);
-    assert!(GgmlType::name_of_id(10).contains("Q2_K"));
+    assert_eq!(GgmlType::from_id(16), None);
+    assert!(GgmlType::name_of_id(16).contains("IQ2_XXS"));
     assert_eq!(GgmlType::Q4K.tensor_bytes(512), Some(288));
     assert_eq!(GgmlType::Q4K.tensor_bytes(100), None);
 }
