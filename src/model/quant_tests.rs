@@ -1,6 +1,8 @@
 //! Each dequantizer against values computed from the block's fields directly: the test
 //! picks the fields (scales, mins, quants) at random, packs them into bytes with its own
 //! packer, and expects y[i] from the per-element formula in natural element order.
+//! Every type is also checked bit for bit against gguf-py's dequantization of random
+//! blocks (`tests/data/quant/`, made by `make_fixtures.py` there).
 
 use super::*;
 use rand::{RngExt, SeedableRng};
@@ -280,4 +282,63 @@ fn type_ids_round_trip_and_sizes_match_ggml() {
     assert!(GgmlType::name_of_id(16).contains("IQ2_XXS"));
     assert_eq!(GgmlType::Q4K.tensor_bytes(512), Some(288));
     assert_eq!(GgmlType::Q4K.tensor_bytes(100), None);
+}
+
+/// Reads `tests/data/quant/<name>.<ext>` (made by `make_fixtures.py` there).
+fn fixture(name: &str, ext: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/data/quant/{name}.{ext}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn every_type_matches_gguf_py_bit_for_bit() {
+    let types = [
+        GgmlType::F16,
+        GgmlType::Bf16,
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::Iq4Nl,
+        GgmlType::Iq4Xs,
+    ];
+    let mut failures = vec![];
+    for ty in types {
+        let bytes = fixture(ty.name(), "bin");
+        let want: Vec<f32> = fixture(ty.name(), "f32")
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(
+            ty.tensor_bytes(want.len()),
+            Some(bytes.len()),
+            "{} fixture sizes",
+            ty.name()
+        );
+        let mut got = vec![f32::NAN; want.len()];
+        dequantize(ty, &bytes, &mut got);
+        let bad: Vec<usize> = (0..want.len())
+            .filter(|&i| got[i].to_bits() != want[i].to_bits())
+            .collect();
+        if let Some(&i) = bad.first() {
+            failures.push(format!(
+                "{}: {} of {} differ, first at {i}: got {}, gguf-py {}",
+                ty.name(),
+                bad.len(),
+                want.len(),
+                got[i],
+                want[i]
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
