@@ -12,11 +12,12 @@ use crate::error::{Error, Result};
 use crate::kernel::exp::exp2_slice;
 use crate::kernel::{self, KernelOptions, Tier, thread_pool};
 use crate::model::cache::LayerCache;
-use crate::model::config::{ModelConfig, NormPlace, RopeStyle};
+use crate::model::config::{ModelConfig, NormKind, NormPlace, RopeStyle};
 use crate::model::gemm::{linear, linears, matmul_nt};
 use crate::model::mlp::{MlpBuffers, mlp_forward};
 use crate::model::norm::norm_rows;
 use crate::model::rope::RopeTable;
+use crate::model::softcap::{KeyValueRows, capped_attention};
 use crate::model::trace::LayerTrace;
 use crate::model::weights::LayerWeights;
 
@@ -68,6 +69,8 @@ pub(crate) struct Buffers {
     concat: Vec<f32>,
     proj: Vec<f32>,
     scores: Vec<f32>,
+    /// The attention output of a parallel block, waiting for the MLP's.
+    parallel: Vec<f32>,
     mlp: MlpBuffers,
 }
 
@@ -131,6 +134,24 @@ pub(crate) fn block_forward(
             &buf.vh,
         );
     }
+    let head_norms = [
+        (&lw.extra.q_norm, &mut buf.qh),
+        (&lw.extra.k_norm, &mut buf.kh),
+    ];
+    for (i, (norm, x)) in head_norms.into_iter().enumerate() {
+        if let Some(norm) = norm {
+            let raw = x.clone();
+            norm_rows(NormKind::Rms, &raw, dh, norm, eps, x);
+            if let Some(tr) = lo.trace.as_deref_mut() {
+                let (name, what, heads) = if i == 0 {
+                    ("q_norm", "RMSNorm of each query head", h)
+                } else {
+                    ("k_norm", "RMSNorm of each key head", g)
+                };
+                tr.push(name, what, &[heads, n, dh], x);
+            }
+        }
+    }
     if let Some((rope, style)) = ctx.rope {
         rope.apply(style, &mut buf.qh);
         rope.apply(style, &mut buf.kh);
@@ -157,8 +178,28 @@ pub(crate) fn block_forward(
         ..KernelOptions::default()
     };
     let want_weights = lo.weights.is_some() || lo.trace.is_some();
-    let out = match keys {
-        Keys::Own { spec } => {
+    let cap = cfg.details.attn_softcap;
+    let out = match (keys, cap) {
+        (Keys::Own { spec }, Some(cap)) => {
+            let kv = KeyValueRows {
+                k: &buf.kh,
+                v: &buf.vh,
+                stride: n,
+                len: n,
+            };
+            let (out, p) = capped_attention(cfg, &buf.qh, n, &kv, spec, cap, attn_threads)?;
+            buf.scores = p;
+            if let Some(tr) = lo.trace.as_deref_mut() {
+                let keys = KeyRows {
+                    k: &buf.kh,
+                    stride: n,
+                    len: n,
+                };
+                trace_scores(cfg, &buf.qh, n, &keys, spec, tr)?;
+            }
+            out
+        }
+        (Keys::Own { spec }, None) => {
             let shape = shape(cfg, n, n);
             let r = kernel::attention(&shape, &buf.qh, &buf.kh, &buf.vh, spec, &kopts)?;
             if want_weights {
@@ -174,12 +215,15 @@ pub(crate) fn block_forward(
             }
             r.out
         }
-        Keys::Cache {
-            cache,
-            len,
-            capacity,
-            mask,
-        } => {
+        (
+            Keys::Cache {
+                cache,
+                len,
+                capacity,
+                mask,
+            },
+            cap,
+        ) => {
             let n_k = len + n;
             if n_k > capacity {
                 return Err(Error::usage(format!(
@@ -188,21 +232,45 @@ pub(crate) fn block_forward(
             }
             append(&mut cache.k, &buf.kh, g, n, dh, len, capacity);
             append(&mut cache.v, &buf.vh, g, n, dh, len, capacity);
-            let (out, lse) = cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?;
-            if want_weights {
+            if let Some(cap) = cap {
                 let full = Mask::resolve(mask, 1, h, n, n_k)?;
-                let spec = AttnSpec::new(&shape(cfg, n, n_k), full, false, None);
-                let kv = KeyRows {
+                let spec = AttnSpec::new(&shape(cfg, n, n_k), full, false, Some(cfg.attn_scale()));
+                let kv = KeyValueRows {
                     k: cache.k.as_slice(),
+                    v: cache.v.as_slice(),
                     stride: capacity,
                     len: n_k,
                 };
-                display_weights(cfg, &buf.qh, n, &kv, &lse, &spec, t, &mut buf.scores)?;
+                let (out, p) = capped_attention(cfg, &buf.qh, n, &kv, &spec, cap, attn_threads)?;
+                buf.scores = p;
                 if let Some(tr) = lo.trace.as_deref_mut() {
-                    trace_scores(cfg, &buf.qh, n, &kv, &spec, tr)?;
+                    let keys = KeyRows {
+                        k: cache.k.as_slice(),
+                        stride: capacity,
+                        len: n_k,
+                    };
+                    trace_scores(cfg, &buf.qh, n, &keys, &spec, tr)?;
                 }
+                out
+            } else {
+                let (out, lse) =
+                    cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?;
+                if want_weights {
+                    let full = Mask::resolve(mask, 1, h, n, n_k)?;
+                    let spec =
+                        AttnSpec::new(&shape(cfg, n, n_k), full, false, Some(cfg.attn_scale()));
+                    let kv = KeyRows {
+                        k: cache.k.as_slice(),
+                        stride: capacity,
+                        len: n_k,
+                    };
+                    display_weights(cfg, &buf.qh, n, &kv, &lse, &spec, t, &mut buf.scores)?;
+                    if let Some(tr) = lo.trace.as_deref_mut() {
+                        trace_scores(cfg, &buf.qh, n, &kv, &spec, tr)?;
+                    }
+                }
+                out
             }
-            out
         }
     };
     if let Some(tr) = lo.trace.as_deref_mut() {
@@ -233,7 +301,6 @@ pub(crate) fn block_forward(
     }
     buf.proj.resize(n * d, 0.0);
     linear(&buf.concat, n, &lw.wo, &mut buf.proj, t)?;
-    add_into(x, &buf.proj);
     if let Some(tr) = lo.trace.as_deref_mut() {
         tr.push(
             "concat",
@@ -242,7 +309,29 @@ pub(crate) fn block_forward(
             &buf.concat,
         );
         tr.push("attn_out", "concat W_o^T + b_o", &[n, d], &buf.proj);
-        tr.push("attn_residual", "block_input + attn_out", &[n, d], x);
+    }
+    if let Some(norm) = &lw.extra.post_attn {
+        let raw = buf.proj.clone();
+        norm_rows(cfg.norm, &raw, d, norm, eps, &mut buf.proj);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("post_attn_norm", "norm(attn_out)", &[n, d], &buf.proj);
+        }
+    }
+    let parallel = cfg.details.parallel_residual;
+    if parallel {
+        // The MLP reads the block's input too: the attention output waits beside it.
+        buf.parallel.clear();
+        buf.parallel.extend_from_slice(&buf.proj);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            let mut r = x.to_vec();
+            add_into(&mut r, &buf.proj);
+            tr.push("attn_residual", "block_input + attn_out", &[n, d], &r);
+        }
+    } else {
+        add_into(x, &buf.proj);
+        if let Some(tr) = lo.trace.as_deref_mut() {
+            tr.push("attn_residual", "block_input + attn_out", &[n, d], x);
+        }
     }
     if post {
         buf.normed.copy_from_slice(x);
@@ -258,7 +347,12 @@ pub(crate) fn block_forward(
     } else {
         norm_rows(cfg.norm, x, d, &lw.mlp_norm, eps, &mut buf.normed);
         if let Some(tr) = lo.trace.as_deref_mut() {
-            tr.push("mlp_norm", "norm(attn_residual)", &[n, d], &buf.normed);
+            let what = if parallel {
+                "norm(block_input), in parallel with attention"
+            } else {
+                "norm(attn_residual)"
+            };
+            tr.push("mlp_norm", what, &[n, d], &buf.normed);
         }
     }
     mlp_forward(
@@ -270,7 +364,14 @@ pub(crate) fn block_forward(
         &mut buf.proj,
         t,
     )?;
+    if let Some(norm) = &lw.extra.post_mlp {
+        let raw = buf.proj.clone();
+        norm_rows(cfg.norm, &raw, d, norm, eps, &mut buf.proj);
+    }
     add_into(x, &buf.proj);
+    if parallel {
+        add_into(x, &buf.parallel);
+    }
     if let Some(tr) = lo.trace.as_deref_mut() {
         let ff = buf.mlp.hidden.len() / n;
         tr.push(
@@ -288,8 +389,18 @@ pub(crate) fn block_forward(
             &[n, ff],
             &buf.mlp.hidden,
         );
-        tr.push("mlp_out", "mlp_hidden W_down^T + b", &[n, d], &buf.proj);
-        tr.push("mlp_residual", "MLP input residual + mlp_out", &[n, d], x);
+        let what = if lw.extra.post_mlp.is_some() {
+            "norm(mlp_hidden W_down^T + b)"
+        } else {
+            "mlp_hidden W_down^T + b"
+        };
+        tr.push("mlp_out", what, &[n, d], &buf.proj);
+        let what = if parallel {
+            "block_input + attn_out + mlp_out"
+        } else {
+            "MLP input residual + mlp_out"
+        };
+        tr.push("mlp_residual", what, &[n, d], x);
     }
     if post {
         buf.normed.copy_from_slice(x);
@@ -351,7 +462,7 @@ fn cached_attention(
         &group_shape,
         Mask::resolve(mask, 1, r, n, n_k)?,
         false,
-        None,
+        Some(cfg.attn_scale()),
     );
     let mut out = Vec::with_capacity(cfg.heads * n * dh);
     let mut lse = Vec::with_capacity(cfg.heads * n);
@@ -480,7 +591,12 @@ fn trace_scores(
             s,
             1,
         )?;
-        s.iter_mut().for_each(|v| *v *= spec.scale as f32);
+        match cfg.details.attn_softcap {
+            Some(cap) => s
+                .iter_mut()
+                .for_each(|v| *v = (cap * (spec.scale * *v as f64 / cap).tanh()) as f32),
+            None => s.iter_mut().for_each(|v| *v *= spec.scale as f32),
+        }
     }
     let mut masked = scores.clone();
     for (head, m) in masked.chunks_exact_mut(n_q * n_k).enumerate() {
@@ -491,12 +607,12 @@ fn trace_scores(
         }
     }
     let shape = [cfg.heads, n_q, n_k];
-    tr.push(
-        "scores",
-        "scale q . k (scale = 1/sqrt(d_head))",
-        &shape,
-        &scores,
-    );
+    let what = match cfg.details.attn_softcap {
+        Some(_) => "cap tanh(scale q . k / cap), the soft-capped scores",
+        None if cfg.details.attn_scale.is_some() => "scale q . k (the model's own scale)",
+        None => "scale q . k (scale = 1/sqrt(d_head))",
+    };
+    tr.push("scores", what, &shape, &scores);
     tr.push(
         "masked_scores",
         "scores + mask (-inf where masked)",

@@ -4,10 +4,25 @@ use serde::Serialize;
 
 /// The model families attnviz runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Arch {
-    /// Llama 2/3, SmolLM, TinyLlama, Mistral-style: RMSNorm, RoPE, SwiGLU, GQA, causal.
+    /// Llama 2/3, SmolLM, TinyLlama: RMSNorm, RoPE, SwiGLU, GQA, causal.
     Llama,
+    /// Mistral: Llama with a sliding window on every layer (when its config sets one).
+    Mistral,
+    /// Qwen 2 / 2.5: Llama with biases on Q, K and V.
+    Qwen2,
+    /// Qwen 3: Llama with an RMSNorm on every query and key head before RoPE.
+    Qwen3,
+    /// Gemma 2: sliding and global layers alternating, soft-capped attention scores and
+    /// logits, norms after attention and MLP too, embeddings scaled by sqrt(d_model).
+    Gemma2,
+    /// Gemma 3: five sliding layers to one global, query/key norms, a RoPE base per kind.
+    Gemma3,
+    /// Phi-3 / Phi-4-mini: Llama with fused QKV and gate/up projections, maybe partial RoPE.
+    Phi3,
+    /// GPT-NeoX / Pythia: LayerNorm, partial RoPE, parallel attention and MLP.
+    GptNeox,
     /// BERT, MiniLM: learned positions, post-LayerNorm, GELU, bidirectional.
     Bert,
     /// GPT-2: learned positions, pre-LayerNorm, GELU (tanh), causal.
@@ -18,6 +33,13 @@ impl Arch {
     pub fn name(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
+            Arch::Mistral => "mistral",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma2 => "gemma2",
+            Arch::Gemma3 => "gemma3",
+            Arch::Phi3 => "phi3",
+            Arch::GptNeox => "gpt_neox",
             Arch::Bert => "bert",
             Arch::Gpt2 => "gpt2",
         }
@@ -99,12 +121,72 @@ pub struct ModelConfig {
     pub causal: bool,
     /// The LM head is the token embedding matrix.
     pub tied_embeddings: bool,
+    /// What the newer families add; `Details::default()` is none of it.
+    pub details: Details,
+}
+
+/// The parts of a model that only some families have. The default is a plain model:
+/// global attention, one RoPE base over the whole head, scale 1/sqrt(d_head), no caps.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Details {
+    /// Per layer, the sliding window W (query i sees keys i - W < j <= i) or None for a
+    /// global layer; empty when every layer is global.
+    pub windows: Vec<Option<usize>>,
+    /// RoPE base of the sliding layers, when it differs from the global one (Gemma 3).
+    pub local_rope_base: Option<f64>,
+    /// Dimensions of a head that RoPE rotates, from the first (partial RoPE); None: all.
+    pub rope_dims: Option<usize>,
+    /// Per rotated pair, what the global layers divide its frequency by (Llama 3's
+    /// scaling, linear scaling, a GGUF's `rope_freqs`); empty: none.
+    pub rope_divisors: Vec<f64>,
+    /// The score scale when it is not 1/sqrt(d_head) (Gemma's query_pre_attn_scalar).
+    pub attn_scale: Option<f64>,
+    /// Scores become cap * tanh(scores / cap) before the mask and softmax (Gemma 2).
+    pub attn_softcap: Option<f64>,
+    /// Logits become cap * tanh(logits / cap) (Gemma 2).
+    pub final_softcap: Option<f64>,
+    /// The token embeddings are multiplied by this (Gemma: sqrt(d_model)).
+    pub embed_scale: Option<f64>,
+    /// x + attn(norm1 x) + mlp(norm2 x) in one step (GPT-NeoX).
+    pub parallel_residual: bool,
+}
+
+/// What kind of attention one layer has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerAttention {
+    Global,
+    Window(usize),
 }
 
 impl ModelConfig {
     /// The KV head that query head `h` reads (GQA): h / (heads / kv_heads).
     pub fn kv_head_for(&self, h: usize) -> usize {
         h / (self.heads / self.kv_heads)
+    }
+
+    /// Layer `l`'s sliding window, if it has one.
+    pub fn window(&self, l: usize) -> Option<usize> {
+        self.details.windows.get(l).copied().flatten()
+    }
+
+    /// Layer `l`'s attention kind.
+    pub fn attention_kind(&self, l: usize) -> LayerAttention {
+        match self.window(l) {
+            Some(w) => LayerAttention::Window(w),
+            None => LayerAttention::Global,
+        }
+    }
+
+    /// Dimensions of a head that RoPE rotates.
+    pub fn rope_dims(&self) -> usize {
+        self.details.rope_dims.unwrap_or(self.d_head)
+    }
+
+    /// The attention score scale: 1/sqrt(d_head) unless the model sets its own.
+    pub fn attn_scale(&self) -> f64 {
+        self.details
+            .attn_scale
+            .unwrap_or(1.0 / (self.d_head as f64).sqrt())
     }
 
     /// RoPE base, if the model uses RoPE.

@@ -330,6 +330,7 @@ mod tests {
             },
             causal: true,
             tied_embeddings: false,
+            details: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::model::config::{ModelConfig, PosKind, RopeStyle};
 use crate::model::gemm::matmul_nt;
 use crate::model::norm::norm_rows;
 use crate::model::rope::RopeTable;
+use crate::model::softcap::softcap_slice;
 use crate::model::trace::LayerTrace;
 use crate::model::weights::Weights;
 
@@ -91,11 +92,41 @@ pub(crate) struct Prepared {
     pub threads: usize,
     /// Per layer, the ablated query heads.
     pub ablate: Vec<Vec<usize>>,
-    pub mask: MaskKind,
-    /// RoPE (base, style) unless the model has none or `no_pe` drops it.
-    pub rope: Option<(f64, RopeStyle)>,
+    /// Per layer, the mask: the override of `--mask` on every layer, or the model's own
+    /// (causal or none, a sliding window on its windowed layers).
+    pub masks: Vec<MaskKind>,
+    /// RoPE unless the model has none or `no_pe` drops it.
+    pub rope: Option<RopePlan>,
     /// Learned position rows are added.
     pub learned_pos: bool,
+}
+
+/// The RoPE of one pass: the global base (or `--rope-base`, which then holds for every
+/// layer), the sliding layers' own base if the model has one, the layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RopePlan {
+    pub base: f64,
+    pub local_base: Option<f64>,
+    pub style: RopeStyle,
+}
+
+/// The RoPE tables of one pass's positions: the global one, and the sliding layers' one
+/// when their base differs.
+pub(crate) struct RopeTables {
+    global: RopeTable,
+    local: Option<RopeTable>,
+    style: RopeStyle,
+}
+
+impl RopeTables {
+    /// The table layer `l` rotates with.
+    pub fn for_layer(&self, cfg: &ModelConfig, l: usize) -> (&RopeTable, RopeStyle) {
+        let t = match (&self.local, cfg.window(l)) {
+            (Some(local), Some(_)) => local,
+            _ => &self.global,
+        };
+        (t, self.style)
+    }
 }
 
 impl Prepared {
@@ -117,7 +148,15 @@ impl Prepared {
             ablate[l].push(h);
         }
         let rope = match (cfg.pos, opts.rope_base) {
-            (PosKind::Rope { base, style }, over) => Some((over.unwrap_or(base), style)),
+            (PosKind::Rope { base, style }, over) => Some(RopePlan {
+                base: over.unwrap_or(base),
+                local_base: if over.is_some() {
+                    None
+                } else {
+                    cfg.details.local_rope_base
+                },
+                style,
+            }),
             (PosKind::Learned, Some(_)) => {
                 return Err(Error::usage(format!(
                     "--rope-base applies to RoPE models; this {} model has learned positions",
@@ -126,35 +165,102 @@ impl Prepared {
             }
             (PosKind::Learned, None) => None,
         };
-        if let Some((base, _)) = rope {
-            // Check the base and the head size once, before any work.
-            RopeTable::new(base, cfg.d_head, 0, 0)?;
+        if let Some(plan) = rope {
+            // Check the bases and the head size once, before any work.
+            RopeTable::scaled(
+                plan.base,
+                cfg.d_head,
+                cfg.rope_dims(),
+                &cfg.details.rope_divisors,
+                0,
+                0,
+            )?;
+            if let Some(b) = plan.local_base {
+                RopeTable::scaled(b, cfg.d_head, cfg.rope_dims(), &[], 0, 0)?;
+            }
         }
-        let default_mask = if cfg.causal {
-            MaskKind::Causal
-        } else {
-            MaskKind::None
-        };
+        let masks = (0..cfg.layers)
+            .map(|l| match (&opts.mask, cfg.window(l)) {
+                (Some(m), _) => m.clone(),
+                (None, Some(w)) => MaskKind::Window(w),
+                (None, None) if cfg.causal => MaskKind::Causal,
+                (None, None) => MaskKind::None,
+            })
+            .collect();
         Ok(Prepared {
             threads,
             ablate,
-            mask: opts.mask.clone().unwrap_or(default_mask),
+            masks,
             rope: if opts.no_pe { None } else { rope },
             learned_pos: cfg.pos == PosKind::Learned && !opts.no_pe,
         })
     }
 
-    /// The RoPE table for positions pos0..pos0 + n, if RoPE is applied.
-    pub fn rope_table(
+    /// The RoPE tables for positions pos0..pos0 + n, if RoPE is applied.
+    pub fn rope_tables(
         &self,
         cfg: &ModelConfig,
         pos0: usize,
         n: usize,
-    ) -> Result<Option<RopeTable>> {
-        self.rope
-            .map(|(base, _)| RopeTable::new(base, cfg.d_head, pos0, n))
-            .transpose()
+    ) -> Result<Option<RopeTables>> {
+        let Some(plan) = self.rope else {
+            return Ok(None);
+        };
+        let dims = cfg.rope_dims();
+        let global = RopeTable::scaled(
+            plan.base,
+            cfg.d_head,
+            dims,
+            &cfg.details.rope_divisors,
+            pos0,
+            n,
+        )?;
+        let local = plan
+            .local_base
+            .map(|b| RopeTable::scaled(b, cfg.d_head, dims, &[], pos0, n))
+            .transpose()?;
+        Ok(Some(RopeTables {
+            global,
+            local,
+            style: plan.style,
+        }))
     }
+
+    /// What block `l` of a pass needs besides its weights.
+    pub fn ctx<'a>(
+        &self,
+        cfg: &'a ModelConfig,
+        ropes: Option<&'a RopeTables>,
+        l: usize,
+    ) -> BlockCtx<'a> {
+        BlockCtx {
+            cfg,
+            threads: self.threads,
+            rope: ropes.map(|r| r.for_layer(cfg, l)),
+        }
+    }
+}
+
+/// Each layer's mask resolved for [H, n_q, n_k], resolving each distinct mask once.
+pub(crate) fn layer_specs(
+    cfg: &ModelConfig,
+    masks: &[MaskKind],
+    shape: &ProblemShape,
+) -> Result<Vec<AttnSpec>> {
+    let mut specs: Vec<AttnSpec> = Vec::with_capacity(masks.len());
+    for (l, m) in masks.iter().enumerate() {
+        let spec = match masks[..l].iter().position(|p| p == m) {
+            Some(i) => specs[i].clone(),
+            None => AttnSpec::new(
+                shape,
+                Mask::resolve(m, 1, cfg.heads, shape.n_q, shape.n_k)?,
+                false,
+                Some(cfg.attn_scale()),
+            ),
+        };
+        specs.push(spec);
+    }
+    Ok(specs)
 }
 
 /// Run the model on `ids` (positions 0..n).
@@ -190,18 +296,8 @@ pub fn forward(
         d: cfg.d_head,
         dv: cfg.d_head,
     };
-    let spec = AttnSpec::new(
-        &shape,
-        Mask::resolve(&prep.mask, 1, cfg.heads, n, n)?,
-        false,
-        None,
-    );
-    let rope = prep.rope_table(cfg, 0, n)?;
-    let ctx = BlockCtx {
-        cfg,
-        threads: prep.threads,
-        rope: rope.as_ref().zip(prep.rope.map(|(_, s)| s)),
-    };
+    let specs = layer_specs(cfg, &prep.masks, &shape)?;
+    let ropes = prep.rope_tables(cfg, 0, n)?;
     let mut buf = Buffers::default();
     let mut attention = vec![Vec::new(); cfg.layers];
     let mut trace = None;
@@ -212,7 +308,9 @@ pub fn forward(
             weights: opts.keep_attention.then_some(&mut attention[l]),
             trace: tr.as_mut(),
         };
-        block_forward(&ctx, lw, &mut x, n, Keys::Own { spec: &spec }, &mut buf, lo)?;
+        let ctx = prep.ctx(cfg, ropes.as_ref(), l);
+        let keys = Keys::Own { spec: &specs[l] };
+        block_forward(&ctx, lw, &mut x, n, keys, &mut buf, lo)?;
         if tr.is_some() {
             trace = tr;
         }
@@ -269,6 +367,10 @@ pub(crate) fn embed(
     }
     for (i, (row, &id)) in x.chunks_exact_mut(d).zip(ids).enumerate() {
         row.copy_from_slice(&w.tok_embed[id as usize * d..][..d]);
+        if let Some(s) = cfg.details.embed_scale {
+            let s = s as f32;
+            row.iter_mut().for_each(|a| *a *= s);
+        }
         if learned_pos && let Some(pe) = &w.pos_embed {
             let p = &pe[(pos0 + i) * d..][..d];
             row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
@@ -323,6 +425,9 @@ pub(crate) fn lm_head(
         &mut logits,
         threads,
     )?;
+    if let Some(cap) = cfg.details.final_softcap {
+        softcap_slice(&mut logits, cap);
+    }
     Ok(Some(logits))
 }
 
@@ -330,6 +435,16 @@ pub(crate) fn lm_head(
 /// model is an error that names the tensor, never a panic.
 pub fn check_weights(cfg: &ModelConfig, w: &Weights) -> Result<()> {
     let (d, dh, h, g) = (cfg.d_model, cfg.d_head, cfg.heads, cfg.kv_heads);
+    if !cfg.details.windows.is_empty() && cfg.details.windows.len() != cfg.layers {
+        return Err(Error::usage(format!(
+            "model config: {} layer attention kinds for {} layers",
+            cfg.details.windows.len(),
+            cfg.layers
+        )));
+    }
+    if cfg.details.windows.contains(&Some(0)) {
+        return Err(Error::usage("model config: a sliding window of 0 tokens"));
+    }
     if [cfg.layers, d, dh, h, g, cfg.vocab, cfg.d_ff].contains(&0) || !h.is_multiple_of(g) {
         return Err(Error::usage(format!(
             "model config: every size must be >= 1 and heads ({h}) a multiple of kv_heads ({g})"
@@ -398,6 +513,14 @@ pub fn check_weights(cfg: &ModelConfig, w: &Weights) -> Result<()> {
         linear(format!("layer {l} wk"), &lw.wk, g * dh, d)?;
         linear(format!("layer {l} wv"), &lw.wv, g * dh, d)?;
         linear(format!("layer {l} wo"), &lw.wo, d, h * dh)?;
+        let sized_norm = |name: String, n: &Option<crate::model::Norm>, want: usize| {
+            n.as_ref()
+                .map_or(Ok(()), |n| sized(format!("{name}.weight"), n.w.len(), want))
+        };
+        sized_norm(format!("layer {l} q_norm"), &lw.extra.q_norm, dh)?;
+        sized_norm(format!("layer {l} k_norm"), &lw.extra.k_norm, dh)?;
+        sized_norm(format!("layer {l} post_attn_norm"), &lw.extra.post_attn, d)?;
+        sized_norm(format!("layer {l} post_mlp_norm"), &lw.extra.post_mlp, d)?;
         match &lw.mlp {
             crate::model::Mlp::Gated { gate, up, down } => {
                 linear(format!("layer {l} mlp gate"), gate, cfg.d_ff, d)?;

@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::engine::config::MaskKind;
 use crate::error::{Error, Result};
-use crate::model::block::{BlockCtx, Buffers, Keys, LayerOpts, block_forward};
+use crate::model::block::{Buffers, Keys, LayerOpts, block_forward};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
 use crate::model::forward::{ForwardOptions, Prepared, embed, final_hidden, lm_head};
@@ -59,12 +59,14 @@ impl<'m> Decoder<'m> {
                 cfg.arch.name()
             )));
         }
-        match prep.mask {
-            MaskKind::Causal | MaskKind::Window(_) => {}
-            ref other => {
-                return Err(Error::usage(format!(
-                    "generation takes a causal or window:W mask; '{other}' would let a token see keys that decoding has not produced yet or that change with the length"
-                )));
+        for m in &prep.masks {
+            match m {
+                MaskKind::Causal | MaskKind::Window(_) => {}
+                other => {
+                    return Err(Error::usage(format!(
+                        "generation takes a causal or window:W mask; '{other}' would let a token see keys that decoding has not produced yet or that change with the length"
+                    )));
+                }
             }
         }
         if prep.learned_pos && capacity > cfg.context {
@@ -101,20 +103,16 @@ impl<'m> Decoder<'m> {
         }
         let mut x = vec![0.0f32; n * cfg.d_model];
         embed(cfg, self.w, ids, pos0, self.prep.learned_pos, &mut x)?;
-        let rope = self.prep.rope_table(cfg, pos0, n)?;
-        let ctx = BlockCtx {
-            cfg,
-            threads: self.prep.threads,
-            rope: rope.as_ref().zip(self.prep.rope.map(|(_, s)| s)),
-        };
+        let ropes = self.prep.rope_tables(cfg, pos0, n)?;
         let mut weights = vec![Vec::new(); cfg.layers];
         for (l, lw) in self.w.layers.iter().enumerate() {
             let keys = Keys::Cache {
                 cache: &mut self.cache.layers[l],
                 len: pos0,
                 capacity: self.cache.capacity,
-                mask: &self.prep.mask,
+                mask: &self.prep.masks[l],
             };
+            let ctx = self.prep.ctx(cfg, ropes.as_ref(), l);
             let lo = LayerOpts {
                 ablate: &self.prep.ablate[l],
                 weights: self.keep_attention.then_some(&mut weights[l]),

@@ -11,6 +11,7 @@ use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 
 use super::hf_config::{self, HfConfig};
+use super::weights::ExtraNorms;
 use super::{Arch, LayerWeights, Linear, Mlp, ModelConfig, Norm, Weights};
 use crate::error::{Error, Result};
 
@@ -172,6 +173,34 @@ impl<'a> Source<'a> {
         Ok(w)
     }
 
+    /// Rows `blocks` ((first, count) each, in order) of a tensor of shape `want`, one
+    /// row being want[1..] (one element of a 1-D tensor): the parts of a fused tensor.
+    fn gather(&self, name: &str, want: &[usize], blocks: &[(usize, usize)]) -> Result<Vec<f32>> {
+        let (path, view) = self.view(name)?;
+        if view.shape() != want {
+            return Err(Error::file(
+                path,
+                format!(
+                    "tensor {name} has shape {:?}, expected {want:?} from config.json (a fused tensor)",
+                    view.shape()
+                ),
+            ));
+        }
+        if self.dry {
+            return Ok(Vec::new());
+        }
+        let width: usize = want[1..].iter().product();
+        let total: usize = blocks.iter().map(|b| b.1).sum();
+        let mut out = vec![0f32; total * width];
+        let mut at = 0;
+        for &(first, count) in blocks {
+            let dst = &mut out[at * width..(at + count) * width];
+            convert(path, name, view.dtype(), view.data(), first * width, 1, dst)?;
+            at += count;
+        }
+        Ok(out)
+    }
+
     /// Elements [start, start + len) of a 1-D tensor of `total` elements.
     fn slice1(&self, name: &str, total: usize, start: usize, len: usize) -> Result<Vec<f32>> {
         let (path, view) = self.view(name)?;
@@ -255,7 +284,14 @@ fn build(dir: &Path, c: &ModelConfig, dry: bool) -> Result<Weights> {
     match c.arch {
         Arch::Bert => bert(&src, c),
         Arch::Gpt2 => gpt2(&src, c),
-        Arch::Llama => llama(&src, c),
+        Arch::GptNeox => gpt_neox(&src, c),
+        Arch::Llama
+        | Arch::Mistral
+        | Arch::Qwen2
+        | Arch::Qwen3
+        | Arch::Gemma2
+        | Arch::Gemma3
+        | Arch::Phi3 => llama_family(&src, c),
     }
 }
 
@@ -350,6 +386,7 @@ fn bert(src: &Source, c: &ModelConfig) -> Result<Weights> {
                 up: linear(src, &format!("{q}.intermediate.dense"), c.d_ff, d, true)?,
                 down: linear(src, &format!("{q}.output.dense"), d, c.d_ff, true)?,
             },
+            extra: Default::default(),
             mlp_norm: ln(&format!("{q}.output.LayerNorm"))?,
         });
     }
@@ -409,6 +446,7 @@ fn gpt2(src: &Source, c: &ModelConfig) -> Result<Weights> {
                 up: conv(&format!("{q}.mlp.c_fc"), d, c.d_ff)?,
                 down: conv(&format!("{q}.mlp.c_proj"), c.d_ff, d)?,
             },
+            extra: Default::default(),
         });
     }
     Ok(Weights {
@@ -422,32 +460,130 @@ fn gpt2(src: &Source, c: &ModelConfig) -> Result<Weights> {
     })
 }
 
-fn llama(src: &Source, c: &ModelConfig) -> Result<Weights> {
+/// Llama and the families that only add to it: Mistral, Qwen 2 and 3, Gemma 2 and 3
+/// (whose RMSNorms scale by 1 + w: the loader adds the 1), Phi-3 (fused QKV and gate/up).
+fn llama_family(src: &Source, c: &ModelConfig) -> Result<Weights> {
     let d = c.d_model;
     let qd = c.heads * c.d_head;
     let kvd = c.kv_heads * c.d_head;
+    let gemma = matches!(c.arch, Arch::Gemma2 | Arch::Gemma3);
+    let p = ["model.", "model.language_model.", "language_model.model."]
+        .into_iter()
+        .find(|p| src.has(&format!("{p}embed_tokens.weight")))
+        .unwrap_or("model.");
     let tok_embed = src.get(
-        "model.embed_tokens.weight",
+        &format!("{p}embed_tokens.weight"),
         &[c.vocab, d],
         "vocab_size, hidden_size",
     )?;
-    let rms = |name: &str| norm(src, name, d, false, "weight", "bias");
+    let rms_of = |name: &str, width: usize| -> Result<Norm> {
+        let mut n = norm(src, name, width, false, "weight", "bias")?;
+        if gemma {
+            n.w.iter_mut().for_each(|w| *w += 1.0);
+        }
+        Ok(n)
+    };
+    let rms = |name: &str| rms_of(name, d);
+    let fused = |name: &str, rows: usize, parts: &[(usize, usize)]| -> Result<Vec<Linear>> {
+        parts
+            .iter()
+            .map(|&(first, count)| {
+                Ok(Linear {
+                    w: src.gather(&format!("{name}.weight"), &[rows, d], &[(first, count)])?,
+                    b: None,
+                    out_dim: count,
+                    in_dim: d,
+                })
+            })
+            .collect()
+    };
     let mut layers = Vec::with_capacity(c.layers);
     for l in 0..c.layers {
-        let q = format!("model.layers.{l}");
-        let bias = src.has(&format!("{q}.self_attn.q_proj.bias"));
+        let q = format!("{p}layers.{l}");
+        let a = format!("{q}.self_attn");
+        let (wq, wk, wv) = if c.arch == Arch::Phi3 {
+            let mut v = fused(
+                &format!("{a}.qkv_proj"),
+                qd + 2 * kvd,
+                &[(0, qd), (qd, kvd), (qd + kvd, kvd)],
+            )?;
+            let wv = v.pop();
+            let wk = v.pop();
+            let wq = v.pop();
+            match (wq, wk, wv) {
+                (Some(q), Some(k), Some(v)) => (q, k, v),
+                _ => return Err(Error::Internal("fused qkv split".into())),
+            }
+        } else {
+            let bias = src.has(&format!("{a}.q_proj.bias"));
+            (
+                linear(src, &format!("{a}.q_proj"), qd, d, bias)?,
+                linear(src, &format!("{a}.k_proj"), kvd, d, bias)?,
+                linear(src, &format!("{a}.v_proj"), kvd, d, bias)?,
+            )
+        };
+        let o_bias = src.has(&format!("{a}.o_proj.bias"));
+        let m = format!("{q}.mlp");
+        let mlp = if c.arch == Arch::Phi3 {
+            let mut v = fused(
+                &format!("{m}.gate_up_proj"),
+                2 * c.d_ff,
+                &[(0, c.d_ff), (c.d_ff, c.d_ff)],
+            )?;
+            let (up, gate) = (v.pop(), v.pop());
+            match (gate, up) {
+                (Some(gate), Some(up)) => Mlp::Gated {
+                    gate,
+                    up,
+                    down: linear(src, &format!("{m}.down_proj"), d, c.d_ff, false)?,
+                },
+                _ => return Err(Error::Internal("fused gate/up split".into())),
+            }
+        } else {
+            Mlp::Gated {
+                gate: linear(src, &format!("{m}.gate_proj"), c.d_ff, d, false)?,
+                up: linear(src, &format!("{m}.up_proj"), c.d_ff, d, false)?,
+                down: linear(src, &format!("{m}.down_proj"), d, c.d_ff, false)?,
+            }
+        };
+        let head_norms = matches!(c.arch, Arch::Qwen3 | Arch::Gemma3);
+        let head_norm = |name: &str| -> Result<Option<Norm>> {
+            if head_norms {
+                rms_of(&format!("{a}.{name}"), c.d_head).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let (mlp_norm, extra) = if gemma {
+            (
+                rms(&format!("{q}.pre_feedforward_layernorm"))?,
+                ExtraNorms {
+                    q_norm: head_norm("q_norm")?,
+                    k_norm: head_norm("k_norm")?,
+                    post_attn: Some(rms(&format!("{q}.post_attention_layernorm"))?),
+                    post_mlp: Some(rms(&format!("{q}.post_feedforward_layernorm"))?),
+                },
+            )
+        } else {
+            (
+                rms(&format!("{q}.post_attention_layernorm"))?,
+                ExtraNorms {
+                    q_norm: head_norm("q_norm")?,
+                    k_norm: head_norm("k_norm")?,
+                    post_attn: None,
+                    post_mlp: None,
+                },
+            )
+        };
         layers.push(LayerWeights {
             attn_norm: rms(&format!("{q}.input_layernorm"))?,
-            wq: linear(src, &format!("{q}.self_attn.q_proj"), qd, d, bias)?,
-            wk: linear(src, &format!("{q}.self_attn.k_proj"), kvd, d, bias)?,
-            wv: linear(src, &format!("{q}.self_attn.v_proj"), kvd, d, bias)?,
-            wo: linear(src, &format!("{q}.self_attn.o_proj"), d, qd, false)?,
-            mlp_norm: rms(&format!("{q}.post_attention_layernorm"))?,
-            mlp: Mlp::Gated {
-                gate: linear(src, &format!("{q}.mlp.gate_proj"), c.d_ff, d, false)?,
-                up: linear(src, &format!("{q}.mlp.up_proj"), c.d_ff, d, false)?,
-                down: linear(src, &format!("{q}.mlp.down_proj"), d, c.d_ff, false)?,
-            },
+            wq,
+            wk,
+            wv,
+            wo: linear(src, &format!("{a}.o_proj"), d, qd, o_bias)?,
+            mlp_norm,
+            mlp,
+            extra,
         });
     }
     let lm_head = if c.tied_embeddings {
@@ -461,7 +597,62 @@ fn llama(src: &Source, c: &ModelConfig) -> Result<Weights> {
         type_embed: None,
         embed_norm: None,
         layers,
-        final_norm: Some(rms("model.norm")?),
+        final_norm: Some(rms(&format!("{p}norm"))?),
+        lm_head,
+    })
+}
+
+/// GPT-NeoX / Pythia: LayerNorms with biases, one fused QKV whose rows run per head
+/// (q, k, v of head 0, then of head 1, ...), an untied `embed_out`.
+fn gpt_neox(src: &Source, c: &ModelConfig) -> Result<Weights> {
+    let (d, dh, h) = (c.d_model, c.d_head, c.heads);
+    let p = prefix(src, "embed_in.weight", "gpt_neox.");
+    let tok_embed = src.get(
+        &format!("{p}embed_in.weight"),
+        &[c.vocab, d],
+        "vocab_size, hidden_size",
+    )?;
+    let ln = |name: &str| norm(src, name, d, true, "weight", "bias");
+    let mut layers = Vec::with_capacity(c.layers);
+    for l in 0..c.layers {
+        let q = format!("{p}layers.{l}");
+        let qkv = format!("{q}.attention.query_key_value");
+        let part = |k: usize| -> Result<Linear> {
+            let blocks: Vec<(usize, usize)> =
+                (0..h).map(|head| ((3 * head + k) * dh, dh)).collect();
+            Ok(Linear {
+                w: src.gather(&format!("{qkv}.weight"), &[3 * h * dh, d], &blocks)?,
+                b: Some(src.gather(&format!("{qkv}.bias"), &[3 * h * dh], &blocks)?),
+                out_dim: h * dh,
+                in_dim: d,
+            })
+        };
+        layers.push(LayerWeights {
+            attn_norm: ln(&format!("{q}.input_layernorm"))?,
+            wq: part(0)?,
+            wk: part(1)?,
+            wv: part(2)?,
+            wo: linear(src, &format!("{q}.attention.dense"), d, h * dh, true)?,
+            mlp_norm: ln(&format!("{q}.post_attention_layernorm"))?,
+            mlp: Mlp::Plain {
+                up: linear(src, &format!("{q}.mlp.dense_h_to_4h"), c.d_ff, d, true)?,
+                down: linear(src, &format!("{q}.mlp.dense_4h_to_h"), d, c.d_ff, true)?,
+            },
+            extra: ExtraNorms::default(),
+        });
+    }
+    let lm_head = if c.tied_embeddings {
+        None
+    } else {
+        Some(linear(src, "embed_out", c.vocab, d, false)?)
+    };
+    Ok(Weights {
+        tok_embed,
+        pos_embed: None,
+        type_embed: None,
+        embed_norm: None,
+        layers,
+        final_norm: Some(ln(&format!("{p}final_layer_norm"))?),
         lm_head,
     })
 }

@@ -47,12 +47,13 @@ pub mod quant;
 mod rope;
 pub mod scores;
 pub mod session;
+mod softcap;
 pub mod tokenizer;
 mod tokenizer_gguf;
 pub mod trace;
 pub mod weights;
 
-pub use config::{Act, Arch, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
+pub use config::{Act, Arch, Details, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
 pub use forward::{ForwardOptions, ForwardOutput, LogitRows, forward};
 pub use load::{Format, LoadedModel, ModelInfo, inspect, load};
 pub use predict::{TopToken, token_loss, top_k};

@@ -144,7 +144,7 @@ impl PositionInfo {
                     tensor: match cfg.arch {
                         Arch::Bert => "embeddings.position_embeddings",
                         Arch::Gpt2 => "wpe",
-                        Arch::Llama => "position table",
+                        _ => "position table",
                     },
                     context: cfg.context,
                     d_model: d,

@@ -5,6 +5,11 @@
 //! for GGUF llama weights, which llama.cpp's converter permutes into that order, and
 //! (i, i + d_head/2) for Hugging Face weights, transformers' `rotate_half`. The angles are
 //! computed in f64 and their sines and cosines stored in f32.
+//!
+//! Two variations of real models: partial RoPE rotates only the first `dims` dimensions
+//! of a head (GPT-NeoX, some Phi models), with frequencies base^(-2i/dims) and, in the
+//! Half layout, pairs (i, i + dims/2); frequency divisors (Llama 3's scaling, linear
+//! scaling, a GGUF's `rope_freqs` tensor) divide pair i's frequency by divisors[i].
 
 use crate::error::{Error, Result};
 use crate::model::config::RopeStyle;
@@ -13,6 +18,7 @@ use crate::model::config::RopeStyle;
 #[derive(Debug, Clone)]
 pub struct RopeTable {
     pairs: usize,
+    d_head: usize,
     n: usize,
     cos: Vec<f32>,
     sin: Vec<f32>,
@@ -20,10 +26,33 @@ pub struct RopeTable {
 
 impl RopeTable {
     /// The table for `n` positions from `pos0`; d_head must be even.
+    #[cfg(test)]
     pub fn new(base: f64, d_head: usize, pos0: usize, n: usize) -> Result<Self> {
-        if !d_head.is_multiple_of(2) {
+        Self::scaled(base, d_head, d_head, &[], pos0, n)
+    }
+
+    /// The table rotating the first `dims` of `d_head` dimensions, pair i's frequency
+    /// divided by `divisors[i]` (empty: by 1).
+    pub fn scaled(
+        base: f64,
+        d_head: usize,
+        dims: usize,
+        divisors: &[f64],
+        pos0: usize,
+        n: usize,
+    ) -> Result<Self> {
+        if !dims.is_multiple_of(2) || dims == 0 || dims > d_head {
             return Err(Error::usage(format!(
-                "RoPE needs an even head dimension; this model's d_head is {d_head}"
+                "RoPE needs an even number of rotated dimensions, at most the head's {d_head}; this model rotates {dims}"
+            )));
+        }
+        if !divisors.is_empty()
+            && (divisors.len() != dims / 2 || divisors.iter().any(|f| !(f.is_finite() && *f > 0.0)))
+        {
+            return Err(Error::usage(format!(
+                "RoPE frequency divisors: {} values for {} pairs, each must be a positive number",
+                divisors.len(),
+                dims / 2
             )));
         }
         if !(base.is_finite() && base > 1.0) {
@@ -31,9 +60,9 @@ impl RopeTable {
                 "RoPE base {base} is not a number above 1; give e.g. --rope-base 10000"
             )));
         }
-        let pairs = d_head / 2;
+        let pairs = dims / 2;
         let inv_freq: Vec<f64> = (0..pairs)
-            .map(|i| base.powf(-2.0 * i as f64 / d_head as f64))
+            .map(|i| base.powf(-2.0 * i as f64 / dims as f64) / divisors.get(i).unwrap_or(&1.0))
             .collect();
         let mut cos = Vec::with_capacity(n * pairs);
         let mut sin = Vec::with_capacity(n * pairs);
@@ -44,14 +73,21 @@ impl RopeTable {
                 sin.push(s as f32);
             }
         }
-        Ok(RopeTable { pairs, n, cos, sin })
+        Ok(RopeTable {
+            pairs,
+            d_head,
+            n,
+            cos,
+            sin,
+        })
     }
 
     /// Rotate x [heads, n, d_head] (head-major) in place; row r stands at position pos0 + r.
     pub fn apply(&self, style: RopeStyle, x: &mut [f32]) {
-        let d = 2 * self.pairs;
+        let d = self.d_head;
         for head in x.chunks_exact_mut(self.n * d) {
             for (r, row) in head.chunks_exact_mut(d).enumerate() {
+                let row = &mut row[..2 * self.pairs];
                 let cos = &self.cos[r * self.pairs..][..self.pairs];
                 let sin = &self.sin[r * self.pairs..][..self.pairs];
                 match style {
@@ -103,5 +139,23 @@ mod tests {
         assert_eq!(x, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         assert!(RopeTable::new(10000.0, 5, 0, 1).is_err());
         assert!(RopeTable::new(0.5, 4, 0, 1).is_err());
+    }
+
+    #[test]
+    fn partial_rope_leaves_the_tail_and_divisors_slow_pairs() {
+        // d_head 6, 4 rotated: frequencies 1 and 100^(-1/2) = 0.1, the second divided by 4.
+        let t = RopeTable::scaled(100.0, 6, 4, &[1.0, 4.0], 3, 1).unwrap();
+        let mut x = [1.0f32, 0.0, 0.0, 1.0, 7.0, 8.0];
+        t.apply(RopeStyle::Half, &mut x);
+        // pair 0 = dims (0, 2) turns by 3 rad; pair 1 = dims (1, 3) by 3 * 0.1 / 4.
+        let (s0, c0) = 3f64.sin_cos();
+        let (s1, c1) = (0.075f64).sin_cos();
+        let want = [c0, -s1, s0, c1, 7.0, 8.0];
+        for (a, b) in x.iter().zip(want) {
+            assert!((*a as f64 - b).abs() < 1e-6, "{x:?} vs {want:?}");
+        }
+        assert!(RopeTable::scaled(100.0, 6, 8, &[], 0, 1).is_err());
+        assert!(RopeTable::scaled(100.0, 6, 4, &[1.0], 0, 1).is_err());
+        assert!(RopeTable::scaled(100.0, 6, 4, &[1.0, 0.0], 0, 1).is_err());
     }
 }

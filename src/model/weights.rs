@@ -50,6 +50,21 @@ pub struct LayerWeights {
     /// Pre-norm: before the MLP. Post-norm: after MLP + residual.
     pub mlp_norm: Norm,
     pub mlp: Mlp,
+    /// The norms only some families have.
+    pub extra: ExtraNorms,
+}
+
+/// Norms beyond the two every block has; `Default` is none of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExtraNorms {
+    /// RMSNorm over each query head [d_head], before RoPE (Qwen 3, Gemma 3).
+    pub q_norm: Option<Norm>,
+    /// RMSNorm over each key head [d_head], before RoPE (Qwen 3, Gemma 3).
+    pub k_norm: Option<Norm>,
+    /// Norm of the attention output before the residual add (Gemma 2 and 3).
+    pub post_attn: Option<Norm>,
+    /// Norm of the MLP output before the residual add (Gemma 2 and 3).
+    pub post_mlp: Option<Norm>,
 }
 
 /// All of a model's tensors.

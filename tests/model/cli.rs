@@ -145,12 +145,12 @@ fn bad_gguf_files_exit_2_naming_file_and_key_or_tensor() {
         p
     };
     let mut g = good.clone();
-    g.tensor_mut("blk.0.attn_q.weight").ty = 10;
+    g.tensor_mut("blk.0.attn_q.weight").ty = 16;
     refused(
-        &write("q2k.gguf", &g),
+        &write("iq2xxs.gguf", &g),
         &[
             "blk.0.attn_q.weight",
-            "Q2_K",
+            "IQ2_XXS",
             "supported: F32, F16, BF16, Q8_0",
         ],
     );
@@ -171,7 +171,10 @@ fn bad_gguf_files_exit_2_naming_file_and_key_or_tensor() {
     );
     let mut g = good.clone();
     g.set("general.architecture", s("mamba"));
-    refused(&write("arch.gguf", &g), &["\"mamba\"", "supported: llama"]);
+    refused(
+        &write("arch.gguf", &g),
+        &["\"mamba\"", "supported: gemma2", "llama", "qwen3"],
+    );
     let mut g = good.clone();
     g.set("tokenizer.ggml.pre", s("klingon"));
     refused(
@@ -216,7 +219,7 @@ fn bad_hf_folders_exit_2_naming_file_and_tensor() {
     f.config["model_type"] = "t5".into();
     let p = dir.path().join("t5");
     f.write(&p, 1);
-    refused(&p, &["config.json", "\"t5\"", "bert, gpt2, llama"]);
+    refused(&p, &["config.json", "\"t5\"", "bert, gemma2, gemma3, gemma3_text, gpt2, gpt_neox, llama, mistral, phi3, qwen2, qwen3"]);
     let mut f = hf::llama();
     f.tensors.remove("model.layers.1.mlp.up_proj.weight");
     let p = dir.path().join("missing");

@@ -64,6 +64,7 @@ pub fn llama(seed: u64) -> (ModelConfig, Weights) {
         },
         causal: true,
         tied_embeddings: false,
+        details: Default::default(),
     };
     let mut g = Gen::new(seed);
     let (d, dh) = (cfg.d_model, cfg.d_head);
@@ -80,6 +81,7 @@ pub fn llama(seed: u64) -> (ModelConfig, Weights) {
                 up: g.linear(cfg.d_ff, d, false),
                 down: g.linear(d, cfg.d_ff, false),
             },
+            extra: Default::default(),
         })
         .collect();
     let w = Weights {
@@ -152,6 +154,7 @@ pub fn bert(seed: u64) -> (ModelConfig, Weights) {
         pos: PosKind::Learned,
         causal: false,
         tied_embeddings: false,
+        details: Default::default(),
     };
     let mut g = Gen::new(seed);
     let d = cfg.d_model;
@@ -167,6 +170,7 @@ pub fn bert(seed: u64) -> (ModelConfig, Weights) {
                 up: g.linear(cfg.d_ff, d, true),
                 down: g.linear(d, cfg.d_ff, true),
             },
+            extra: Default::default(),
         })
         .collect();
     let w = Weights {
