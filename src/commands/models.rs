@@ -157,7 +157,37 @@ pub fn info(args: &ModelInfoArgs) -> Result<()> {
         Some(b) => format!("RoPE, base {b}"),
         None => "learned absolute".to_string(),
     };
+    let pos = match (c.details.rope_dims, c.details.local_rope_base) {
+        (Some(d), _) if info.rope_base.is_some() => format!("{pos}, on {d} of {} dims", c.d_head),
+        (_, Some(b)) if info.rope_base.is_some() => format!("{pos} (sliding layers {b})"),
+        _ => pos,
+    };
+    let pos = if c.details.rope_divisors.is_empty() {
+        pos
+    } else {
+        format!("{pos}, scaled frequencies")
+    };
     let _ = writeln!(out, "positions   {pos}");
+    let _ = writeln!(out, "attention   {}", attention_runs(c));
+    let mut extras = Vec::new();
+    if let Some(s) = c.details.attn_scale {
+        extras.push(format!("score scale {s:.4}"));
+    }
+    if let Some(cap) = c.details.attn_softcap {
+        extras.push(format!("scores capped at {cap}"));
+    }
+    if let Some(cap) = c.details.final_softcap {
+        extras.push(format!("logits capped at {cap}"));
+    }
+    if let Some(s) = c.details.embed_scale {
+        extras.push(format!("embeddings x {s:.2}"));
+    }
+    if c.details.parallel_residual {
+        extras.push("attention and MLP in parallel".into());
+    }
+    if !extras.is_empty() {
+        let _ = writeln!(out, "also        {}", extras.join(", "));
+    }
     let _ = writeln!(
         out,
         "blocks      {:?}-norm {:?}Norm (eps {:.1e}), {:?}, {}",
@@ -193,11 +223,66 @@ pub fn info(args: &ModelInfoArgs) -> Result<()> {
         tok.bos_id().map_or("-".into(), |i| i.to_string()),
         tok.eos_id().map_or("-".into(), |i| i.to_string())
     );
-    let list: Vec<String> = specials
-        .iter()
-        .map(|s| format!("{} {}", s.id, s.text))
-        .collect();
-    let _ = writeln!(out, "special     {}", list.join(", "));
+    let _ = writeln!(out, "special     {}", special_list(&specials));
     print!("{out}");
     Ok(())
+}
+
+/// Layer attention kinds as runs: "global x30", "window:512 x5, global, ...".
+fn attention_runs(c: &ModelConfig) -> String {
+    let name = |l: usize| match c.window(l) {
+        Some(w) => format!("window:{w}"),
+        None if c.causal => "causal".to_string(),
+        None => "bidirectional".to_string(),
+    };
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for l in 0..c.layers {
+        let n = name(l);
+        match runs.last_mut() {
+            Some((last, k)) if *last == n => *k += 1,
+            _ => runs.push((n, 1)),
+        }
+    }
+    let all_same = runs.len() == 1;
+    let text: Vec<String> = runs
+        .iter()
+        .take(12)
+        .map(|(n, k)| {
+            if *k > 1 {
+                format!("{n} x{k}")
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    let more = if runs.len() > 12 { ", ..." } else { "" };
+    if all_same {
+        format!("{} on every layer", runs[0].0)
+    } else {
+        format!("{}{more} (layer 0 first)", text.join(", "))
+    }
+}
+
+/// The special tokens, placeholder runs (`<unused0>`..) folded, at most 24 shown.
+fn special_list(specials: &[Special]) -> String {
+    const SHOWN: usize = 24;
+    let placeholder = |t: &str| t.starts_with("<unused") || t.starts_with("<|reserved");
+    let mut items: Vec<String> = Vec::new();
+    let mut held = 0usize;
+    for s in specials {
+        if placeholder(&s.text) {
+            held += 1;
+            continue;
+        }
+        items.push(format!("{} {}", s.id, s.text));
+    }
+    let total = items.len();
+    let mut text = items.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+    if total > SHOWN {
+        text.push_str(&format!(", ... ({} more)", total - SHOWN));
+    }
+    if held > 0 {
+        text.push_str(&format!(" and {held} unused placeholders"));
+    }
+    text
 }

@@ -219,7 +219,14 @@ fn bad_hf_folders_exit_2_naming_file_and_tensor() {
     f.config["model_type"] = "t5".into();
     let p = dir.path().join("t5");
     f.write(&p, 1);
-    refused(&p, &["config.json", "\"t5\"", "bert, gemma2, gemma3, gemma3_text, gpt2, gpt_neox, llama, mistral, phi3, qwen2, qwen3"]);
+    refused(
+        &p,
+        &[
+            "config.json",
+            "\"t5\"",
+            "bert, gemma2, gemma3, gemma3_text, gpt2, gpt_neox, llama, mistral, phi3, qwen2, qwen3",
+        ],
+    );
     let mut f = hf::llama();
     f.tensors.remove("model.layers.1.mlp.up_proj.weight");
     let p = dir.path().join("missing");
