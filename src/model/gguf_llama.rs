@@ -9,8 +9,8 @@
 //!   ([`RopeStyle::Half`]).
 //! - Gemma: the norm weights already hold 1 + w (transformers adds the 1 at run time).
 //! - Llama 3's frequency scaling is a tensor `rope_freqs.weight` of per-pair divisors.
-//! - Phi-3 keeps Q, K, V fused (`attn_qkv`) and gate and up fused in `ffn_up`; GPT-NeoX's
-//!   `attn_qkv` holds all of Q, then K, then V. Both are split by rows here.
+//! - Phi-3 keeps Q, K, V fused (`attn_qkv`) and gate and up fused in `ffn_up`; GPT-2's and
+//!   GPT-NeoX's `attn_qkv` hold all of Q, then K, then V. They are split by rows here.
 //! - What llama.cpp fixes in code rather than the file: Gemma's embedding scale
 //!   sqrt(d_model), Gemma 2's alternating windows, Gemma 3's five sliding layers to one
 //!   global and its sliding layers' RoPE base 10000 (unless `rope.freq_base_swa` says
@@ -25,7 +25,7 @@ use super::{
 use crate::error::{Error, Result};
 
 /// Architectures attnviz reads from GGUF files.
-pub const GGUF_ARCHS: &str = "gemma2, gemma3, gptneox, llama, phi3, qwen2, qwen3";
+pub const GGUF_ARCHS: &str = "gemma2, gemma3, gpt2, gptneox, llama, phi3, qwen2, qwen3";
 
 /// The GGUF architecture name -> the family.
 fn arch_of(name: &str) -> Option<Arch> {
@@ -37,6 +37,7 @@ fn arch_of(name: &str) -> Option<Arch> {
         "gemma3" => Arch::Gemma3,
         "phi3" => Arch::Phi3,
         "gptneox" => Arch::GptNeox,
+        "gpt2" => Arch::Gpt2,
         _ => return None,
     })
 }
@@ -72,13 +73,15 @@ pub fn config(g: &GgufFile) -> Result<ModelConfig> {
     let context = usize_key("context_length")?;
     let gemma = matches!(arch, Arch::Gemma2 | Arch::Gemma3);
     let neox = arch == Arch::GptNeox;
+    // GPT-2 and GPT-NeoX: LayerNorm with biases everywhere.
+    let layer_norm = matches!(arch, Arch::GptNeox | Arch::Gpt2);
     let default_base = if arch == Arch::Gemma3 {
         1_000_000.0
     } else {
         10000.0
     };
     let base = g.opt_f64(&key("rope.freq_base"))?.unwrap_or(default_base);
-    let eps_key = if neox {
+    let eps_key = if layer_norm {
         key("attention.layer_norm_epsilon")
     } else {
         key("attention.layer_norm_rms_epsilon")
@@ -157,7 +160,11 @@ pub fn config(g: &GgufFile) -> Result<ModelConfig> {
         _ => None,
     }
     .filter(|&b| b != base);
-    let rope_divisors = rope_divisors(g, &key, rope_dims)?;
+    let rope_divisors = if arch == Arch::Gpt2 {
+        Vec::new()
+    } else {
+        rope_divisors(g, &key, rope_dims)?
+    };
     let softcap = |k: &str| -> Result<Option<f64>> {
         match g.opt_f64(&key(k))? {
             Some(c) if !(c.is_finite() && c >= 0.0) => Err(Error::file(
@@ -204,21 +211,30 @@ pub fn config(g: &GgufFile) -> Result<ModelConfig> {
         d_ff,
         vocab,
         context,
-        norm: if neox { NormKind::Layer } else { NormKind::Rms },
+        norm: if layer_norm {
+            NormKind::Layer
+        } else {
+            NormKind::Rms
+        },
         norm_place: NormPlace::Pre,
         norm_eps: eps,
         act: match arch {
             Arch::Gemma2 | Arch::Gemma3 => Act::GeluTanh,
             Arch::GptNeox => Act::Gelu,
+            Arch::Gpt2 => Act::GeluTanh,
             _ => Act::Silu,
         },
-        pos: PosKind::Rope {
-            base,
-            style: if arch == Arch::Llama {
-                RopeStyle::Interleaved
-            } else {
-                RopeStyle::Half
-            },
+        pos: if arch == Arch::Gpt2 {
+            PosKind::Learned
+        } else {
+            PosKind::Rope {
+                base,
+                style: if arch == Arch::Llama {
+                    RopeStyle::Interleaved
+                } else {
+                    RopeStyle::Half
+                },
+            }
         },
         causal: true,
         tied_embeddings: g.tensor("output.weight").is_none(),
@@ -291,7 +307,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
     let d = c.d_model;
     let qd = c.heads * c.d_head;
     let kvd = c.kv_heads * c.d_head;
-    let neox = c.arch == Arch::GptNeox;
+    let neox = matches!(c.arch, Arch::GptNeox | Arch::Gpt2);
     let what =
         |in_dim: usize, out_dim: usize| format!("the config ([in, out] = [{in_dim}, {out_dim}])");
     let lin = |name: &str, in_dim: usize, out_dim: usize| -> Result<Linear> {
@@ -367,7 +383,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
     let mut layers = Vec::with_capacity(c.layers);
     for l in 0..c.layers {
         let p = format!("blk.{l}.");
-        let fused_qkv = matches!(c.arch, Arch::Phi3 | Arch::GptNeox);
+        let fused_qkv = matches!(c.arch, Arch::Phi3 | Arch::GptNeox | Arch::Gpt2);
         let (wq, wk, wv) = if fused_qkv {
             let mut v = split(&format!("{p}attn_qkv"), d, &[qd, kvd, kvd])?.into_iter();
             match (v.next(), v.next(), v.next()) {
@@ -409,7 +425,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
                     _ => return Err(Error::Internal("fused gate/up split".into())),
                 }
             }
-            Arch::GptNeox => Mlp::Plain {
+            Arch::GptNeox | Arch::Gpt2 => Mlp::Plain {
                 up: lin(&format!("{p}ffn_up"), d, c.d_ff)?,
                 down: lin(&format!("{p}ffn_down"), c.d_ff, d)?,
             },
@@ -455,9 +471,18 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
             in_dim: d,
         })
     };
+    let pos_embed = if c.arch == Arch::Gpt2 {
+        Some(read(
+            "position_embd.weight",
+            &[d, c.context],
+            "the embedding length and the context length",
+        )?)
+    } else {
+        None
+    };
     Ok(Weights {
         tok_embed,
-        pos_embed: None,
+        pos_embed,
         type_embed: None,
         embed_norm: None,
         layers,

@@ -410,3 +410,106 @@ fn gguf_sentencepiece_tokenizer_merges_by_score_with_byte_fallback() {
     assert_eq!(tok.decode(&ids[1..]), "thé");
     assert!(tok.is_special(0) && tok.is_special(1) && tok.is_special(2));
 }
+
+/// GPT-2 as llama.cpp's converter writes it: the same weights as a Hugging Face folder
+/// (whose loader is checked against transformers), renamed, Conv1D transposed to [out, in]
+/// rows, Q, K and V fused in `attn_qkv`, learned positions in `position_embd`.
+#[test]
+fn gguf_gpt2_holds_the_same_model_as_its_folder() {
+    use support::gguf::{Gguf, Meta, Tensor, encode, s};
+    let dir = tempfile::tempdir().unwrap();
+    hf::gpt2().write(dir.path(), 1);
+    let from_hf = model::load(dir.path().to_str().unwrap()).unwrap();
+    let (c, w) = (&from_hf.config, &from_hf.weights);
+    let (d, ff, v) = (c.d_model as u64, c.d_ff as u64, c.vocab as u64);
+    let mut meta: Vec<(String, Meta)> = tiny_llama(Tiny::new(), Quant::F32)
+        .meta
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("tokenizer.") || k == "general.alignment")
+        .collect();
+    meta.push(("general.architecture".into(), s("gpt2")));
+    for (k, n) in [
+        ("block_count", c.layers),
+        ("context_length", c.context),
+        ("embedding_length", c.d_model),
+        ("feed_forward_length", c.d_ff),
+        ("attention.head_count", c.heads),
+    ] {
+        meta.push((format!("gpt2.{k}"), Meta::U32(n as u32)));
+    }
+    meta.push(("gpt2.attention.layer_norm_epsilon".into(), Meta::F32(1e-5)));
+    let mut tensors = Vec::new();
+    let mut add = |name: String, dims: Vec<u64>, x: Vec<f32>| {
+        let (ty, data, want) = encode(&x, Quant::F32);
+        tensors.push(Tensor {
+            name,
+            dims,
+            ty,
+            data,
+            want,
+        });
+    };
+    add("token_embd.weight".into(), vec![d, v], w.tok_embed.clone());
+    add(
+        "position_embd.weight".into(),
+        vec![d, c.context as u64],
+        w.pos_embed.clone().unwrap(),
+    );
+    let cat = |parts: &[&Vec<f32>]| parts.iter().flat_map(|p| p.iter().copied()).collect();
+    for (l, lw) in w.layers.iter().enumerate() {
+        let p = format!("blk.{l}.");
+        for (name, norm) in [("attn_norm", &lw.attn_norm), ("ffn_norm", &lw.mlp_norm)] {
+            add(format!("{p}{name}.weight"), vec![d], norm.w.clone());
+            add(format!("{p}{name}.bias"), vec![d], norm.b.clone().unwrap());
+        }
+        let (q, k, vv) = (&lw.wq, &lw.wk, &lw.wv);
+        add(
+            format!("{p}attn_qkv.weight"),
+            vec![d, 3 * d],
+            cat(&[&q.w, &k.w, &vv.w]),
+        );
+        let b = |l: &model::Linear| l.b.clone().unwrap();
+        add(
+            format!("{p}attn_qkv.bias"),
+            vec![3 * d],
+            cat(&[&b(q), &b(k), &b(vv)]),
+        );
+        let Mlp::Plain { up, down } = &lw.mlp else {
+            panic!("gpt2 has a plain MLP")
+        };
+        for (name, lin, dims) in [
+            ("attn_output", &lw.wo, vec![d, d]),
+            ("ffn_up", up, vec![d, ff]),
+            ("ffn_down", down, vec![ff, d]),
+        ] {
+            add(format!("{p}{name}.weight"), dims, lin.w.clone());
+            add(format!("{p}{name}.bias"), vec![lin.out_dim as u64], b(lin));
+        }
+    }
+    let fin = w.final_norm.clone().unwrap();
+    add("output_norm.weight".into(), vec![d], fin.w);
+    add("output_norm.bias".into(), vec![d], fin.b.unwrap());
+    let g = Gguf {
+        version: 3,
+        alignment: 32,
+        meta,
+        tensors,
+    };
+    let path = dir.path().join("gpt2.gguf");
+    g.write(&path);
+    let from_gguf = model::load(path.to_str().unwrap()).unwrap();
+    assert_eq!(from_gguf.config.arch, Arch::Gpt2);
+    assert_eq!(from_gguf.config.pos, PosKind::Learned);
+    assert_eq!(from_gguf.config.act, Act::GeluTanh);
+    assert!(from_gguf.config.tied_embeddings);
+    assert!(
+        from_gguf.weights == from_hf.weights,
+        "the GGUF's weights differ"
+    );
+    let ids = [5u32, 17, 3, 40, 22, 9];
+    let opts = model::ForwardOptions::default();
+    let a = model::forward(&from_hf.config, &from_hf.weights, &ids, &opts).unwrap();
+    let b = model::forward(&from_gguf.config, &from_gguf.weights, &ids, &opts).unwrap();
+    assert_eq!(a.logits, b.logits);
+    assert_eq!(a.attention, b.attention);
+}
