@@ -398,8 +398,17 @@ pub struct GenerateArgs {
     /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
     pub model: String,
     /// The text to continue (tokenized by the model's own tokenizer).
+    #[arg(
+        long,
+        value_name = "TEXT",
+        required_unless_present = "chat",
+        conflicts_with = "chat"
+    )]
+    pub prompt: Option<String>,
+    /// A message to an instruct model: wrapped in the model's chat template (one user
+    /// turn, the generation prompt added); generation stops at its end-of-turn token.
     #[arg(long, value_name = "TEXT")]
-    pub prompt: String,
+    pub chat: Option<String>,
     /// New tokens at most (generation also stops at the model's end-of-sequence token).
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 32)]
     pub max_tokens: usize,

@@ -1,5 +1,7 @@
 //! `attnviz generate MODEL --prompt TEXT`: text generation with a KV cache, the new text
 //! streamed to stdout as each token is chosen; `--json` prints one object at the end.
+//! `--chat TEXT` instead wraps TEXT in the model's chat template and stops at the end of
+//! the model's turn.
 
 use std::io::Write as _;
 
@@ -8,6 +10,7 @@ use serde::Serialize;
 use super::model_input::{TokenJson, to_json, tokens_json};
 use crate::cli::GenerateArgs;
 use crate::error::{Error, Result};
+use crate::model::chat::chat_prompt;
 use crate::model::forward::ForwardOptions;
 use crate::model::generate::{GenerateOptions, generate};
 use crate::model::load;
@@ -40,13 +43,22 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
             m.config.arch.name()
         )));
     }
-    let prompt = m.tokenizer.encode(&args.prompt)?;
+    let (prompt, stop) = match (&args.chat, &args.prompt) {
+        (Some(message), _) => {
+            let c = chat_prompt(&m.tokenizer, message)?;
+            (c.ids, c.stop)
+        }
+        (None, Some(text)) => (
+            m.tokenizer.encode(text)?,
+            m.tokenizer.eos_id().into_iter().collect(),
+        ),
+        (None, None) => return Err(Error::usage("give --prompt TEXT or --chat TEXT")),
+    };
     if prompt.is_empty() {
         return Err(Error::usage(
             "--prompt gives no tokens; give a word or two, e.g. --prompt \"Once upon a time\"",
         ));
     }
-    let stop: Vec<u32> = m.tokenizer.eos_id().into_iter().collect();
     let opts = GenerateOptions {
         max_tokens: args.max_tokens,
         temperature: args.temperature,

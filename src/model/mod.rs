@@ -25,6 +25,7 @@
 
 mod block;
 pub mod cache;
+pub mod chat;
 pub mod config;
 pub mod decode_steps;
 mod dense;

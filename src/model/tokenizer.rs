@@ -28,6 +28,10 @@ pub struct ModelTokenizer {
     eos: Option<u32>,
     special: Vec<(String, u32)>,
     special_ids: HashSet<u32>,
+    /// The model's Jinja chat template, if it ships one.
+    chat_template: Option<String>,
+    /// The end-of-turn token a GGUF names (`tokenizer.ggml.eot_token_id`).
+    eot: Option<u32>,
 }
 
 impl std::fmt::Debug for ModelTokenizer {
@@ -63,7 +67,38 @@ impl ModelTokenizer {
             eos,
             special,
             special_ids,
+            chat_template: None,
+            eot: None,
         }
+    }
+
+    /// The same tokenizer with the model's chat template and end-of-turn token.
+    pub(crate) fn with_chat(mut self, template: Option<String>, eot: Option<u32>) -> Self {
+        self.chat_template = template.filter(|t| !t.trim().is_empty());
+        self.eot = eot;
+        self
+    }
+
+    pub fn chat_template(&self) -> Option<&str> {
+        self.chat_template.as_deref()
+    }
+
+    pub fn eot_id(&self) -> Option<u32> {
+        self.eot
+    }
+
+    /// Token ids of `text` as written: special tokens in it matched, none added.
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .tok
+            .encode(text, false)
+            .map_err(|e| Error::usage(format!("cannot tokenize {text:?}: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// The vocabulary's string for `id` (`<bos>`, `<|im_start|>`), as a template writes it.
+    pub fn piece_text(&self, id: u32) -> String {
+        self.tok.id_to_token(id).unwrap_or_default()
     }
 
     /// From a Hugging Face folder: `tokenizer.json`, with BOS/EOS from
@@ -111,7 +146,7 @@ impl ModelTokenizer {
         };
         let bos = named("bos_token").or_else(|| from_config("bos_token_id"));
         let eos = named("eos_token").or_else(|| from_config("eos_token_id"));
-        Ok(Self::new(tok, kind, style, bos, eos))
+        Ok(Self::new(tok, kind, style, bos, eos).with_chat(hf_chat_template(dir), None))
     }
 
     /// Token ids of `text`, with the special tokens the model's tokenizer adds.
@@ -242,4 +277,24 @@ fn byte_level_bytes(t: &str) -> Option<Vec<u8>> {
             .collect()
     });
     t.chars().map(|c| inv.get(&c).copied()).collect()
+}
+
+/// A folder's chat template: `chat_template.jinja`, or `chat_template` in
+/// `tokenizer_config.json` (a string, or a list of {name, template} whose `default` is used).
+fn hf_chat_template(dir: &Path) -> Option<String> {
+    if let Ok(t) = std::fs::read_to_string(dir.join("chat_template.jinja")) {
+        return Some(t);
+    }
+    let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+    let tc: serde_json::Value = serde_json::from_str(&tc).ok()?;
+    match &tc["chat_template"] {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(list) => list
+            .iter()
+            .find(|t| t["name"] == "default")
+            .or(list.first())
+            .and_then(|t| t["template"].as_str())
+            .map(str::to_string),
+        _ => None,
+    }
 }

@@ -238,7 +238,12 @@ pub fn build(g: &GgufFile) -> Result<ModelTokenizer> {
             .map_err(|e| err(g, format!("BOS template: {e}")))?;
         tok.with_post_processor(Some(tp));
     }
-    Ok(ModelTokenizer::new(tok, kind, style, bos, eos))
+    let eot = id_key("tokenizer.ggml.eot_token_id")?;
+    let template = g
+        .get("tokenizer.chat_template")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    Ok(ModelTokenizer::new(tok, kind, style, bos, eos).with_chat(template, eot))
 }
 
 /// The pre-tokenizer of llama.cpp's `tokenizer.ggml.pre` as `tokenizers` parts.

