@@ -10,6 +10,7 @@ mod cli;
 mod cmd_cli;
 mod expected;
 mod forward;
+mod gemma;
 mod generate;
 mod interventions;
 mod load;
