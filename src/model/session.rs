@@ -19,6 +19,7 @@ use crate::model::forward::{ForwardOptions, forward};
 use crate::model::load::LoadedModel;
 use crate::model::predict::{TopToken, token_loss, top_k};
 use crate::model::trace::LayerTrace;
+use crate::model::weights::ExtraNorms;
 use crate::model::weights::{Linear, Mlp};
 
 /// Longest text the app opens a model on (its n x n maps stay responsive up to here).
@@ -209,6 +210,28 @@ impl ModelSession {
             })
     }
 
+    /// Layer `l`'s mask: `--mask` if given, else the model's own for that layer (a sliding
+    /// window on the windowed layers).
+    pub fn layer_mask(&self, l: usize) -> MaskKind {
+        match (&self.options.mask, self.config().window(l)) {
+            (None, Some(w)) => MaskKind::Window(w),
+            _ => self.mask(),
+        }
+    }
+
+    /// Layer `l`'s RoPE base, if RoPE is applied (a sliding layer of Gemma 3 has its own).
+    pub fn layer_rope_base(&self, l: usize) -> Option<f64> {
+        let base = self.rope_base()?;
+        match self.config().details.local_rope_base {
+            Some(local)
+                if self.options.rope_base.is_none() && self.config().window(l).is_some() =>
+            {
+                Some(local)
+            }
+            _ => Some(base),
+        }
+    }
+
     /// The RoPE base in force, if RoPE is applied.
     pub fn rope_base(&self) -> Option<f64> {
         match self.config().pos {
@@ -219,10 +242,26 @@ impl ModelSession {
         }
     }
 
-    /// True when one block's full pipeline (every stage in f64) fits the app's limits.
+    /// True when one block's full pipeline (every stage in f64) fits the app's limits and
+    /// the pipeline's stages are this family's block: plain RoPE over the whole head, the
+    /// default scale, no soft cap, no norms on heads or after attention and MLP, no
+    /// parallel residual. Otherwise the app shows the layer's weights alone.
     pub fn block_fits(&self) -> bool {
         let cells = (self.config().heads * self.n()) as u64 * self.n() as u64;
-        cells <= limits::MAX_PIPELINE_SCORE_CELLS
+        let d = &self.config().details;
+        let plain = d.local_rope_base.is_none()
+            && d.rope_dims.is_none()
+            && d.rope_divisors.is_empty()
+            && d.attn_scale.is_none()
+            && d.attn_softcap.is_none()
+            && !d.parallel_residual
+            && self
+                .model
+                .weights
+                .layers
+                .iter()
+                .all(|lw| lw.extra == ExtraNorms::default());
+        plain && cells <= limits::MAX_PIPELINE_SCORE_CELLS
     }
 
     /// Block `layer`'s stages as an engine pipeline: the forward pass is run again to keep
@@ -335,7 +374,7 @@ impl ModelSession {
             rope_note: (style == Some(RopeStyle::Half) && self.rope_base().is_some()).then(|| {
                 "head dimensions shown in the pairs RoPE rotates: (0, d/2), (1, d/2+1), ..".into()
             }),
-            mask: self.mask(),
+            mask: self.layer_mask(layer),
             ablated: self
                 .options
                 .ablate

@@ -20,6 +20,7 @@ mod lab;
 mod maps;
 mod rollout;
 
+use crate::engine::config::MaskKind;
 use lab::{ModelLab, Score, Show, lab, score, session_key, show};
 
 use ratatui::buffer::Buffer;
@@ -145,6 +146,20 @@ fn head_line(ctx: &Context, s: &ModelSession) -> Vec<Span<'static>> {
         ),
         t.panel_title,
     )];
+    // A model whose layers differ (sliding and global, a RoPE base per kind): this
+    // layer's own mask and base; the header above holds what every layer shares.
+    let d = &s.config().details;
+    if !d.windows.is_empty() || d.local_rope_base.is_some() {
+        let kind = match s.layer_mask(layer) {
+            MaskKind::Window(w) => format!("window:{w}"),
+            MaskKind::Causal => "global".to_string(),
+            other => other.to_string(),
+        };
+        spans.push(Span::styled(kind, t.field_value));
+        if let Some(b) = s.layer_rope_base(layer) {
+            spans.push(Span::styled(format!(" rope {b}"), t.field_value));
+        }
+    }
     if let Some(sc) = score(ctx, layer, head) {
         for k in Score::ALL {
             spans.push(Span::styled(format!(" {} ", k.name()), t.field_name));
