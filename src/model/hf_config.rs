@@ -394,7 +394,21 @@ fn decoder(path: &Path, ty: &str, h: &HfConfig) -> Result<ModelConfig> {
         10000.0
     };
     let base = global.theta.unwrap_or(default_base);
-    let fraction = h.partial_rotary_factor.or(h.rotary_pct).unwrap_or(1.0);
+    // transformers 5 moves the fraction into rope_parameters; older configs keep it at the
+    // top level (rotary_pct for GPT-NeoX).
+    let in_params = h
+        .rope_parameters
+        .as_ref()
+        .and_then(|v| {
+            v.get("full_attention")
+                .unwrap_or(v)
+                .get("partial_rotary_factor")
+        })
+        .and_then(|f| f.as_f64());
+    let fraction = in_params
+        .or(h.partial_rotary_factor)
+        .or(h.rotary_pct)
+        .unwrap_or(1.0);
     if !(fraction > 0.0 && fraction <= 1.0) {
         return Err(Error::file(
             path,

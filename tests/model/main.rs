@@ -6,6 +6,7 @@ mod model_common;
 mod support;
 mod train_common;
 
+mod arch;
 mod cli;
 mod cmd_cli;
 mod expected;

@@ -56,6 +56,7 @@ VOCAB = 300
 SPECIAL = "<|endoftext|>"
 # The input of every model: 12 ids below VOCAB, none the special token 0, one repeated.
 IDS = [72, 245, 101, 33, 190, 72, 258, 14, 131, 287, 56, 245]
+# 6 greedy tokens: the seventh of one model is its end token (id 0), which ends generation.
 N_NEW = 6
 STD = 0.2
 # A feature "bites" when switching it off moves some attention weight by more than this.
