@@ -187,9 +187,6 @@ impl WithSimd for Chunk<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
         let (m, k) = (self.m, self.k);
-        let lanes = S::F32_LANES;
-        let pw = panel_width::<S>();
-        debug_assert!(pw <= MAX_PANEL && self.xt.len() >= m.div_ceil(pw) * k * pw);
         let mut first = 0;
         for job in self.jobs {
             let blocks = job.n.div_ceil(MR);
@@ -198,38 +195,152 @@ impl WithSimd for Chunk<'_> {
             for b in lo..hi {
                 let j0 = (b - first) * MR;
                 let r = MR.min(job.n - j0);
-                for (c, panel) in self.xt.chunks_exact(k * pw).enumerate() {
-                    let t0 = c * pw;
-                    let valid = pw.min(m - t0);
-                    let nv = valid.div_ceil(lanes);
-                    // SAFETY: rows j0..j0 + r < n of W (k each) and the panel's k x pw
-                    // values exist; the block writes y[t0..t0 + valid][j0..j0 + r], inside
-                    // y [m, n], which no other unit writes.
-                    unsafe {
-                        let blk = Block {
-                            xt: panel.as_ptr(),
-                            pw,
-                            w: job.w.add(j0 * k),
-                            k,
-                            y: job.y.add(t0 * job.n + j0),
-                            ldy: job.n,
-                            bias: if job.bias.is_null() {
-                                None
-                            } else {
-                                Some(job.bias.add(j0))
-                            },
-                            valid,
-                        };
-                        match nv {
-                            1 => rows::<S, 1>(s, r, blk),
-                            2 => rows::<S, 2>(s, r, blk),
-                            3 => rows::<S, 3>(s, r, blk),
-                            _ => rows::<S, 4>(s, r, blk),
-                        }
-                    }
+                // SAFETY: rows j0..j0 + r < n of W (k each) exist; the block writes
+                // y[..m][j0..j0 + r], inside y [m, n], which no other unit writes.
+                unsafe {
+                    let bias = (!job.bias.is_null()).then(|| job.bias.add(j0));
+                    row_block(
+                        s,
+                        self.xt,
+                        m,
+                        k,
+                        job.w.add(j0 * k),
+                        r,
+                        bias,
+                        job.y.add(j0),
+                        job.n,
+                    );
                 }
             }
             first += blocks;
+        }
+    }
+}
+
+/// r <= MR rows of W from `w` (row stride k) against every panel of `xt`: y[t * ldy + i]
+/// for the m tokens t and rows i < r, plus the bias.
+///
+/// # Safety
+/// r rows of k values at `w`, r bias values if any, and m rows of y (stride `ldy`) with r
+/// values each that no one else writes during the call.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn row_block<S: Simd>(
+    s: S,
+    xt: &[f32],
+    m: usize,
+    k: usize,
+    w: *const f32,
+    r: usize,
+    bias: Option<*const f32>,
+    y: *mut f32,
+    ldy: usize,
+) {
+    let lanes = S::F32_LANES;
+    let pw = panel_width::<S>();
+    debug_assert!(pw <= MAX_PANEL && xt.len() >= m.div_ceil(pw) * k * pw);
+    for (c, panel) in xt.chunks_exact(k * pw).enumerate() {
+        let t0 = c * pw;
+        let valid = pw.min(m - t0);
+        let nv = valid.div_ceil(lanes);
+        // SAFETY: the panel's k x pw values exist; the rest is the caller's.
+        unsafe {
+            let blk = Block {
+                xt: panel.as_ptr(),
+                pw,
+                w,
+                k,
+                y: y.add(t0 * ldy),
+                ldy,
+                bias,
+                valid,
+            };
+            match nv {
+                1 => rows::<S, 1>(s, r, blk),
+                2 => rows::<S, 2>(s, r, blk),
+                3 => rows::<S, 3>(s, r, blk),
+                _ => rows::<S, 4>(s, r, blk),
+            }
+        }
+    }
+}
+
+/// x^T packed once (as [`products`] packs it) for [`rows_into`]: a quantized W,
+/// dequantized a tile of rows at a time, reuses one packing for all its tiles.
+pub(crate) struct PackedX {
+    tier: Tier,
+    xt: AlignedBuf,
+    m: usize,
+    k: usize,
+}
+
+pub(crate) fn pack_x(tier: Tier, x: &[f32], m: usize, k: usize) -> PackedX {
+    PackedX {
+        tier,
+        xt: tier.dispatch(Pack { x, m, k }),
+        m,
+        k,
+    }
+}
+
+/// y[t * ldy + i] = w[i] . x[t] (+ bias[i]) for the rows i of `w` ([rows, k]) and the m
+/// tokens t of `p`, on p's tier.
+///
+/// # Safety
+/// `y` points at m rows of stride `ldy` holding w's row count of values each, which no one
+/// else reads or writes during the call.
+pub(crate) unsafe fn rows_into(
+    p: &PackedX,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: *mut f32,
+    ldy: usize,
+) {
+    let rows = w.len() / p.k.max(1);
+    assert!(w.len() == rows * p.k && bias.is_none_or(|b| b.len() == rows) && p.k > 0);
+    p.tier.dispatch(RowsInto {
+        xt: p.xt.as_slice(),
+        m: p.m,
+        k: p.k,
+        w,
+        rows,
+        bias,
+        y,
+        ldy,
+    });
+}
+
+struct RowsInto<'a> {
+    xt: &'a [f32],
+    m: usize,
+    k: usize,
+    w: &'a [f32],
+    rows: usize,
+    bias: Option<&'a [f32]>,
+    y: *mut f32,
+    ldy: usize,
+}
+
+impl WithSimd for RowsInto<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, s: S) {
+        for j0 in (0..self.rows).step_by(MR) {
+            let r = MR.min(self.rows - j0);
+            // SAFETY: rows j0..j0 + r of w exist (checked by rows_into); y is the caller's.
+            unsafe {
+                row_block(
+                    s,
+                    self.xt,
+                    self.m,
+                    self.k,
+                    self.w.as_ptr().add(j0 * self.k),
+                    r,
+                    self.bias.map(|b| b.as_ptr().add(j0)),
+                    self.y.add(j0),
+                    self.ldy,
+                );
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::kernel::default_threads;
 use crate::model::block::{BlockCtx, Buffers, Keys, LayerOpts, block_forward};
 use crate::model::config::{ModelConfig, PosKind, RopeStyle};
-use crate::model::gemm::matmul_nt;
+use crate::model::gemm::matmul_matrix;
 use crate::model::norm::norm_rows;
 use crate::model::rope::RopeTable;
 use crate::model::softcap::softcap_slice;
@@ -366,7 +366,7 @@ pub(crate) fn embed(
         )));
     }
     for (i, (row, &id)) in x.chunks_exact_mut(d).zip(ids).enumerate() {
-        row.copy_from_slice(&w.tok_embed[id as usize * d..][..d]);
+        w.tok_embed.row_into(id as usize, row);
         if let Some(s) = cfg.details.embed_scale {
             let s = s as f32;
             row.iter_mut().for_each(|a| *a *= s);
@@ -415,7 +415,7 @@ pub(crate) fn lm_head(
         return Ok(None);
     };
     let mut logits = vec![0.0f32; m * cfg.vocab];
-    matmul_nt(
+    matmul_matrix(
         &hidden[..m * cfg.d_model],
         m,
         cfg.d_model,

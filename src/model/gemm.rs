@@ -9,10 +9,15 @@
 //! SmolLM2-135M forward, about as much again with its AVX-512 kernels enabled through its
 //! `x86-v4` feature), and its one-row path ignores the thread count. `matrixmultiply` has
 //! no AVX-512 kernels and one global thread count.
+//!
+//! A quantized W (a GGUF model's) goes to [`super::qmatmul`] instead, which reads its blocks
+//! in place.
 
 use crate::error::{Error, Result};
 use crate::model::dense::{self, Product};
 use crate::model::gemv;
+use crate::model::matrix::Matrix;
+use crate::model::qmatmul::{self, QProduct};
 use crate::model::weights::Linear;
 
 /// y [m, n] = x [m, k] w^T (+ b), with w [n, k] and b [n]; `threads` >= 1 workers.
@@ -50,9 +55,37 @@ pub fn matmul_nt(
     dense::products(x, m, k, &mut p, threads)
 }
 
+/// y [m, n] = x [m, k] w^T (+ b) for a matrix w [n, k] of any storage type.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_matrix(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &Matrix,
+    n: usize,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    threads: usize,
+) -> Result<()> {
+    match w {
+        Matrix::F32(w) => matmul_nt(x, m, k, w, n, bias, y, threads),
+        Matrix::Quant(q) => {
+            if q.rows() != n || q.cols() != k {
+                return Err(Error::Internal(format!(
+                    "matmul shapes: a {} matrix [{}, {}] for [{n}, {k}]",
+                    q.ty().name(),
+                    q.rows(),
+                    q.cols()
+                )));
+            }
+            qmatmul::products(x, m, k, &mut [QProduct { w: q, bias, y }], threads)
+        }
+    }
+}
+
 /// y [m, out] = x [m, in] w^T + b for one linear layer.
 pub fn linear(x: &[f32], m: usize, lin: &Linear, y: &mut [f32], threads: usize) -> Result<()> {
-    matmul_nt(
+    matmul_matrix(
         x,
         m,
         lin.in_dim,
@@ -86,17 +119,37 @@ pub fn linears(
     let Some(k) = layers.first().map(|l| l.in_dim) else {
         return Ok(());
     };
-    if m == 1 || layers.iter().any(|l| l.in_dim != k) {
+    let same_k = layers.iter().all(|l| l.in_dim == k);
+    let all_quant = layers.iter().all(|l| {
+        l.w.as_quant()
+            .is_some_and(|q| q.rows() == l.out_dim && q.cols() == l.in_dim)
+    });
+    if same_k && all_quant {
+        // x is quantized (or packed) once for all of them.
+        let mut prods: Vec<QProduct> = layers
+            .iter()
+            .zip(ys.iter_mut())
+            .map(|(lin, y)| QProduct {
+                w: lin.w.as_quant().expect("checked"),
+                bias: lin.b.as_deref(),
+                y: y.as_mut_slice(),
+            })
+            .collect();
+        return qmatmul::products(x, m, k, &mut prods, threads);
+    }
+    let all_f32: Option<Vec<&[f32]>> = layers.iter().map(|l| l.w.as_f32()).collect();
+    let Some(ws) = all_f32.filter(|_| m > 1 && same_k) else {
         for (lin, y) in layers.iter().zip(ys.iter_mut()) {
             linear(x, m, lin, y, threads)?;
         }
         return Ok(());
-    }
+    };
     let mut prods: Vec<Product> = layers
         .iter()
+        .zip(ws)
         .zip(ys.iter_mut())
-        .map(|(lin, y)| Product {
-            w: &lin.w,
+        .map(|((lin, w), y)| Product {
+            w,
             n: lin.out_dim,
             bias: lin.b.as_deref(),
             y: y.as_mut_slice(),

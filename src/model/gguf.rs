@@ -12,15 +12,19 @@
 //! to the data section; the data section starts at the next multiple of
 //! `general.alignment` (default 32) after the tensor infos.
 //!
-//! The file is memory-mapped; tensors are dequantized from the map straight into their
-//! final `Vec<f32>`. Drop the [`GgufFile`] when done to release the map.
+//! The file is memory-mapped. Weight matrices stay in their type and in the map
+//! ([`GgufFile::matrix`] hands out views that keep the map alive); other tensors are
+//! dequantized from the map straight into their final `Vec<f32>`. The map is released
+//! when the [`GgufFile`] and every matrix cut from it are dropped.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::matrix::{Matrix, QuantMatrix, SharedBytes};
 use super::quant::{self, GgmlType};
 use crate::error::{Error, Result};
 
@@ -145,7 +149,7 @@ pub struct GgufFile {
     pub tensors: Vec<TensorInfo>,
     tindex: HashMap<String, usize>,
     pub file_bytes: u64,
-    map: Mmap,
+    map: Arc<Mmap>,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -410,7 +414,7 @@ impl GgufFile {
             tensors,
             tindex,
             file_bytes,
-            map,
+            map: Arc::new(map),
         })
     }
 
@@ -514,6 +518,37 @@ impl GgufFile {
             ));
         }
         Ok(t)
+    }
+
+    /// A required 2-D tensor [ne1 rows, ne0 cols] checked against its expected shape (GGML
+    /// order, `want` = [cols, rows]), as a matrix: quantized types (F16 and BF16 too) stay
+    /// in the map; F32 is copied out as f32 values.
+    pub fn matrix(&self, name: &str, want: &[usize], what: &str) -> Result<Matrix> {
+        let t = self.check(name, want, what)?;
+        if t.dims.len() != 2 {
+            return Err(Error::file(
+                &self.path,
+                format!(
+                    "tensor {name} has {} dimensions; a matrix has 2",
+                    t.dims.len()
+                ),
+            ));
+        }
+        if t.ty == GgmlType::F32 {
+            return Ok(Matrix::F32(self.dequantize(t)));
+        }
+        let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.map.clone();
+        let bytes =
+            SharedBytes::new(owner, t.start as usize, t.bytes as usize).ok_or_else(|| {
+                Error::file(
+                    &self.path,
+                    format!("tensor {name} lies past the file's end"),
+                )
+            })?;
+        let q = QuantMatrix::new(t.ty, bytes, rows, cols)
+            .map_err(|e| Error::file(&self.path, format!("tensor {name}: {e}")))?;
+        Ok(Matrix::Quant(q))
     }
 
     /// Dequantize one tensor (its bounds were checked when the file was opened).

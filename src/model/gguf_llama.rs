@@ -19,8 +19,8 @@
 use super::gguf::GgufFile;
 use super::weights::ExtraNorms;
 use super::{
-    Act, Arch, Details, LayerWeights, Linear, Mlp, ModelConfig, Norm, NormKind, NormPlace, PosKind,
-    RopeStyle, Weights,
+    Act, Arch, Details, LayerWeights, Linear, Matrix, Mlp, ModelConfig, Norm, NormKind, NormPlace,
+    PosKind, RopeStyle, Weights,
 };
 use crate::error::{Error, Result};
 
@@ -291,19 +291,27 @@ fn rope_divisors(g: &GgufFile, key: &dyn Fn(&str) -> String, dims: usize) -> Res
     }
 }
 
-/// Dequantize every tensor into the canonical layout.
+/// The canonical layout: matrices kept in their type in the file's map, norms f32.
 pub fn weights(g: &GgufFile, c: &ModelConfig) -> Result<Weights> {
-    build(c, &|n, w, what| g.read(n, w, what))
+    build(c, &|n, w, what| g.read(n, w, what), &|n, w, what| {
+        g.matrix(n, w, what)
+    })
 }
 
 /// Check that every tensor is present with the shape the config implies, reading none.
 pub fn check(g: &GgufFile, c: &ModelConfig) -> Result<()> {
-    build(c, &|n, w, what| g.check(n, w, what).map(|_| Vec::new())).map(|_| ())
+    build(
+        c,
+        &|n, w, what| g.check(n, w, what).map(|_| Vec::new()),
+        &|n, w, what| g.check(n, w, what).map(|_| Matrix::F32(Vec::new())),
+    )
+    .map(|_| ())
 }
 
 type Read<'a> = dyn Fn(&str, &[usize], &str) -> Result<Vec<f32>> + 'a;
+type ReadMatrix<'a> = dyn Fn(&str, &[usize], &str) -> Result<Matrix> + 'a;
 
-fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
+fn build(c: &ModelConfig, read: &Read, matrix: &ReadMatrix) -> Result<Weights> {
     let d = c.d_model;
     let qd = c.heads * c.d_head;
     let kvd = c.kv_heads * c.d_head;
@@ -311,7 +319,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
     let what =
         |in_dim: usize, out_dim: usize| format!("the config ([in, out] = [{in_dim}, {out_dim}])");
     let lin = |name: &str, in_dim: usize, out_dim: usize| -> Result<Linear> {
-        let w = read(
+        let w = matrix(
             &format!("{name}.weight"),
             &[in_dim, out_dim],
             &what(in_dim, out_dim),
@@ -335,7 +343,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
     // A fused projection [in, sum of parts] split by output rows.
     let split = |name: &str, in_dim: usize, parts: &[usize]| -> Result<Vec<Linear>> {
         let total: usize = parts.iter().sum();
-        let w = read(
+        let w = matrix(
             &format!("{name}.weight"),
             &[in_dim, total],
             &what(in_dim, total),
@@ -355,7 +363,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
                     .unwrap_or_default()
             };
             out.push(Linear {
-                w: part(&w, in_dim),
+                w: w.row_range(at, rows, in_dim),
                 b: b.as_deref().map(|b| part(b, 1)),
                 out_dim: rows,
                 in_dim,
@@ -375,7 +383,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
         })
     };
     let norm = |name: &str| norm_of(name, d);
-    let tok_embed = read(
+    let tok_embed = matrix(
         "token_embd.weight",
         &[d, c.vocab],
         "the embedding length and the vocabulary size",
@@ -465,7 +473,7 @@ fn build(c: &ModelConfig, read: &Read) -> Result<Weights> {
         None
     } else {
         Some(Linear {
-            w: read("output.weight", &[d, c.vocab], &what(d, c.vocab))?,
+            w: matrix("output.weight", &[d, c.vocab], &what(d, c.vocab))?,
             b: None,
             out_dim: c.vocab,
             in_dim: d,

@@ -312,7 +312,7 @@ fn linear(src: &Source, p: &str, out_dim: usize, in_dim: usize, bias: bool) -> R
         None
     };
     Ok(Linear {
-        w,
+        w: w.into(),
         b,
         out_dim,
         in_dim,
@@ -391,7 +391,7 @@ fn bert(src: &Source, c: &ModelConfig) -> Result<Weights> {
         });
     }
     Ok(Weights {
-        tok_embed,
+        tok_embed: tok_embed.into(),
         pos_embed: Some(pos_embed),
         type_embed: Some(type_embed),
         embed_norm,
@@ -417,7 +417,9 @@ fn gpt2(src: &Source, c: &ModelConfig) -> Result<Weights> {
     // Conv1D: weight [in, out], y = x W + b; transposed to [out, in].
     let conv = |name: &str, in_dim: usize, out_dim: usize| -> Result<Linear> {
         Ok(Linear {
-            w: src.conv1d_cols(&format!("{name}.weight"), [in_dim, out_dim], 0, out_dim)?,
+            w: src
+                .conv1d_cols(&format!("{name}.weight"), [in_dim, out_dim], 0, out_dim)?
+                .into(),
             b: Some(src.get(&format!("{name}.bias"), &[out_dim], "[out]")?),
             out_dim,
             in_dim,
@@ -429,7 +431,9 @@ fn gpt2(src: &Source, c: &ModelConfig) -> Result<Weights> {
         let qkv = format!("{q}.attn.c_attn");
         let part = |k: usize| -> Result<Linear> {
             Ok(Linear {
-                w: src.conv1d_cols(&format!("{qkv}.weight"), [d, 3 * d], k * d, d)?,
+                w: src
+                    .conv1d_cols(&format!("{qkv}.weight"), [d, 3 * d], k * d, d)?
+                    .into(),
                 b: Some(src.slice1(&format!("{qkv}.bias"), 3 * d, k * d, d)?),
                 out_dim: d,
                 in_dim: d,
@@ -450,7 +454,7 @@ fn gpt2(src: &Source, c: &ModelConfig) -> Result<Weights> {
         });
     }
     Ok(Weights {
-        tok_embed,
+        tok_embed: tok_embed.into(),
         pos_embed: Some(pos_embed),
         type_embed: None,
         embed_norm: None,
@@ -489,7 +493,9 @@ fn llama_family(src: &Source, c: &ModelConfig) -> Result<Weights> {
             .iter()
             .map(|&(first, count)| {
                 Ok(Linear {
-                    w: src.gather(&format!("{name}.weight"), &[rows, d], &[(first, count)])?,
+                    w: src
+                        .gather(&format!("{name}.weight"), &[rows, d], &[(first, count)])?
+                        .into(),
                     b: None,
                     out_dim: count,
                     in_dim: d,
@@ -592,7 +598,7 @@ fn llama_family(src: &Source, c: &ModelConfig) -> Result<Weights> {
         Some(linear(src, "lm_head", c.vocab, d, false)?)
     };
     Ok(Weights {
-        tok_embed,
+        tok_embed: tok_embed.into(),
         pos_embed: None,
         type_embed: None,
         embed_norm: None,
@@ -621,7 +627,9 @@ fn gpt_neox(src: &Source, c: &ModelConfig) -> Result<Weights> {
             let blocks: Vec<(usize, usize)> =
                 (0..h).map(|head| ((3 * head + k) * dh, dh)).collect();
             Ok(Linear {
-                w: src.gather(&format!("{qkv}.weight"), &[3 * h * dh, d], &blocks)?,
+                w: src
+                    .gather(&format!("{qkv}.weight"), &[3 * h * dh, d], &blocks)?
+                    .into(),
                 b: Some(src.gather(&format!("{qkv}.bias"), &[3 * h * dh], &blocks)?),
                 out_dim: h * dh,
                 in_dim: d,
@@ -647,7 +655,7 @@ fn gpt_neox(src: &Source, c: &ModelConfig) -> Result<Weights> {
         Some(linear(src, "embed_out", c.vocab, d, false)?)
     };
     Ok(Weights {
-        tok_embed,
+        tok_embed: tok_embed.into(),
         pos_embed: None,
         type_embed: None,
         embed_norm: None,

@@ -8,7 +8,9 @@
 //! - [`hf`], [`hf_config`]: Hugging Face folders (config.json, safetensors);
 //! - [`tokenizer`]: the model's own tokenizer (tokenizer.json or GGUF metadata);
 //! - [`load`], [`find`]: a MODEL argument -> a loaded model; where models are found;
-//! - [`gemm`]: the dense products y = x w^T + b, threaded (many rows in `dense`, one in `gemv`);
+//! - [`matrix`]: a weight matrix, f32 or kept in its GGUF block type;
+//! - [`gemm`]: the products y = x w^T + b, threaded (f32: many rows in `dense`, one in
+//!   `gemv`; quantized: `qmatmul` on `qdot`'s block dot products);
 //! - [`forward`]: the f32 forward pass (blocks in `block`, norms in `norm`, RoPE in `rope`,
 //!   MLPs in `mlp`) with interventions, attention weights and a block's [`trace`];
 //! - [`predict`]: per-token loss and top next tokens from logits;
@@ -39,11 +41,14 @@ pub mod gguf_llama;
 pub mod hf;
 pub mod hf_config;
 pub mod load;
+pub mod matrix;
 mod mlp;
 mod norm;
 pub mod positions;
 pub mod predict;
 pub mod probe;
+pub mod qdot;
+pub mod qmatmul;
 pub mod quant;
 mod rope;
 pub mod scores;
@@ -57,6 +62,7 @@ pub mod weights;
 pub use config::{Act, Arch, Details, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
 pub use forward::{ForwardOptions, ForwardOutput, LogitRows, forward};
 pub use load::{Format, LoadedModel, ModelInfo, inspect, load};
+pub use matrix::Matrix;
 pub use predict::{TopToken, token_loss, top_k};
 pub use tokenizer::ModelTokenizer;
 pub use trace::{LayerTrace, Stage};

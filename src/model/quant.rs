@@ -495,7 +495,7 @@ fn q6_k_block(b: &[u8], y: &mut [f32]) {
 }
 
 /// The 16 non-uniform levels of IQ4_NL and IQ4_XS (llama.cpp's `kvalues_iq4nl`).
-const KVALUES_IQ4NL: [i8; 16] = [
+pub(crate) const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 

@@ -319,9 +319,10 @@ impl ModelSession {
             }))
         };
         let lin = |l: &Linear, permute: bool| {
+            let w = l.w.to_f32();
             Array2::from_shape_fn((l.out_dim, l.in_dim), |(r, c)| {
                 let r = if permute { r / d * d + perm[r % d] } else { r };
-                l.w[r * l.in_dim + c] as f64
+                w[r * l.in_dim + c] as f64
             })
         };
         let bias = |l: &Linear, permute: bool| -> Vec<f64> {

@@ -1,14 +1,17 @@
-//! A model's tensors in one canonical layout, f32, row-major, whatever file they came from.
+//! A model's tensors in one canonical layout, row-major, whatever file they came from:
+//! weight matrices as a [`Matrix`] (f32, or kept in their GGUF block type), vectors f32.
 //!
 //! Linear layers are stored as PyTorch's `nn.Linear` stores them, `w` [out, in], so that
 //! y = x w^T + b. GGUF tensors (ne0 = in, ne1 = out) already have this layout; GPT-2's
 //! `Conv1D` weights ([in, out]) are transposed by the loader. Q and K keep the row order of
 //! their file: [`super::RopeStyle`] in the config says which pairs RoPE rotates.
 
+use super::matrix::Matrix;
+
 /// y = x w^T + b, with w [out, in].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Linear {
-    pub w: Vec<f32>,
+    pub w: Matrix,
     pub b: Option<Vec<f32>>,
     pub out_dim: usize,
     pub in_dim: usize,
@@ -70,8 +73,8 @@ pub struct ExtraNorms {
 /// All of a model's tensors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Weights {
-    /// [vocab, d_model]
-    pub tok_embed: Vec<f32>,
+    /// [vocab, d_model]; a lookup dequantizes one row ([`Matrix::row_into`]).
+    pub tok_embed: Matrix,
     /// Learned positions [context, d_model] (BERT, GPT-2).
     pub pos_embed: Option<Vec<f32>>,
     /// BERT's token-type embedding of type 0, [d_model], added to every token.
@@ -84,4 +87,16 @@ pub struct Weights {
     /// [vocab, d_model]; None when tied to `tok_embed` or when the model has no LM head
     /// (an encoder loaded without one).
     pub lm_head: Option<Linear>,
+}
+
+impl Linear {
+    /// A layer of f32 weights w [out, in].
+    pub fn from_f32(w: Vec<f32>, b: Option<Vec<f32>>, out_dim: usize, in_dim: usize) -> Self {
+        Linear {
+            w: Matrix::F32(w),
+            b,
+            out_dim,
+            in_dim,
+        }
+    }
 }

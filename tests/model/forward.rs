@@ -494,7 +494,7 @@ fn bad_input_is_a_usage_error_naming_the_problem() {
     assert!(err.to_string().contains("--ablate 2.0"), "{err}");
 
     let mut w_bad = w.clone();
-    w_bad.layers[1].wq.w.pop();
+    w_bad.layers[1].wq.w.as_f32_mut().unwrap().pop();
     let err = forward(&cfg, &w_bad, &[1], &opts()).unwrap_err();
     assert!(err.to_string().contains("layer 1 wq"), "{err}");
 }

@@ -28,7 +28,7 @@ fn write_gguf(
 fn check_gguf_weights(m: &model::LoadedModel, g: &support::gguf::Gguf, t: Tiny) {
     let w = &m.weights;
     assert_close(
-        &w.tok_embed,
+        &w.tok_embed.to_f32(),
         &g.tensor("token_embd.weight").want,
         "token_embd",
     );
@@ -37,10 +37,10 @@ fn check_gguf_weights(m: &model::LoadedModel, g: &support::gguf::Gguf, t: Tiny) 
         let p = format!("blk.{l}.");
         let want = |n: &str| &g.tensor(&format!("{p}{n}.weight")).want;
         assert_close(&lw.attn_norm.w, want("attn_norm"), "attn_norm");
-        assert_close(&lw.wq.w, want("attn_q"), "attn_q");
-        assert_close(&lw.wk.w, want("attn_k"), "attn_k");
-        assert_close(&lw.wv.w, want("attn_v"), "attn_v");
-        assert_close(&lw.wo.w, want("attn_output"), "attn_output");
+        assert_close(&lw.wq.w.to_f32(), want("attn_q"), "attn_q");
+        assert_close(&lw.wk.w.to_f32(), want("attn_k"), "attn_k");
+        assert_close(&lw.wv.w.to_f32(), want("attn_v"), "attn_v");
+        assert_close(&lw.wo.w.to_f32(), want("attn_output"), "attn_output");
         assert_close(&lw.mlp_norm.w, want("ffn_norm"), "ffn_norm");
         assert_eq!(
             (lw.wq.out_dim, lw.wq.in_dim),
@@ -56,9 +56,9 @@ fn check_gguf_weights(m: &model::LoadedModel, g: &support::gguf::Gguf, t: Tiny) 
         );
         match &lw.mlp {
             Mlp::Gated { gate, up, down } => {
-                assert_close(&gate.w, want("ffn_gate"), "ffn_gate");
-                assert_close(&up.w, want("ffn_up"), "ffn_up");
-                assert_close(&down.w, want("ffn_down"), "ffn_down");
+                assert_close(&gate.w.to_f32(), want("ffn_gate"), "ffn_gate");
+                assert_close(&up.w.to_f32(), want("ffn_up"), "ffn_up");
+                assert_close(&down.w.to_f32(), want("ffn_down"), "ffn_down");
                 assert_eq!((down.out_dim, down.in_dim), (t.d_model, t.d_ff));
             }
             Mlp::Plain { .. } => panic!("llama has a gated MLP"),
@@ -98,7 +98,7 @@ fn gguf_f32_llama_config_and_weights_are_what_was_written() {
     assert_eq!(c.norm_place, NormPlace::Pre);
     check_gguf_weights(&m, &g, t);
     assert_close(
-        &m.weights.lm_head.as_ref().unwrap().w,
+        &m.weights.lm_head.as_ref().unwrap().w.to_f32(),
         &g.tensor("output.weight").want,
         "output",
     );
@@ -204,7 +204,11 @@ fn hf_bert_folder_loads_with_and_without_prefix() {
         let p = if prefixed { "bert." } else { "" };
         let w = &m.weights;
         let g = |n: &str| &f.get(&format!("{p}{n}")).values;
-        assert_close(&w.tok_embed, g("embeddings.word_embeddings.weight"), "word");
+        assert_close(
+            &w.tok_embed.to_f32(),
+            g("embeddings.word_embeddings.weight"),
+            "word",
+        );
         assert_close(
             w.pos_embed.as_ref().unwrap(),
             g("embeddings.position_embeddings.weight"),
@@ -224,7 +228,7 @@ fn hf_bert_folder_loads_with_and_without_prefix() {
         );
         let l1 = &w.layers[1];
         assert_close(
-            &l1.wk.w,
+            &l1.wk.w.to_f32(),
             g("encoder.layer.1.attention.self.key.weight"),
             "key",
         );
@@ -245,8 +249,16 @@ fn hf_bert_folder_loads_with_and_without_prefix() {
         );
         match &l1.mlp {
             Mlp::Plain { up, down } => {
-                assert_close(&up.w, g("encoder.layer.1.intermediate.dense.weight"), "up");
-                assert_close(&down.w, g("encoder.layer.1.output.dense.weight"), "down");
+                assert_close(
+                    &up.w.to_f32(),
+                    g("encoder.layer.1.intermediate.dense.weight"),
+                    "up",
+                );
+                assert_close(
+                    &down.w.to_f32(),
+                    g("encoder.layer.1.output.dense.weight"),
+                    "down",
+                );
                 assert_eq!((up.out_dim, up.in_dim), (32, 16));
             }
             Mlp::Gated { .. } => panic!("BERT has a plain MLP"),
@@ -286,7 +298,7 @@ fn hf_gpt2_fused_qkv_is_split_and_transposed() {
                 for i in 0..d {
                     // Conv1D [in, 3d]: column k*d + o of row i.
                     assert_eq!(
-                        lin.w[o * d + i],
+                        lin.w.to_f32()[o * d + i],
                         attn.values[i * 3 * d + k * d + o],
                         "layer {l} part {k} ({o},{i})"
                     );
@@ -302,7 +314,7 @@ fn hf_gpt2_fused_qkv_is_split_and_transposed() {
         assert_eq!((up.out_dim, up.in_dim), (4 * d, d));
         for o in 0..4 * d {
             for i in 0..d {
-                assert_eq!(up.w[o * d + i], fc.values[i * 4 * d + o]);
+                assert_eq!(up.w.to_f32()[o * d + i], fc.values[i * 4 * d + o]);
             }
         }
     }
@@ -332,12 +344,12 @@ fn hf_llama_bf16_sharded_loads_untied_with_half_rope() {
     );
     let w = &m.weights;
     assert_close(
-        &w.lm_head.as_ref().unwrap().w,
+        &w.lm_head.as_ref().unwrap().w.to_f32(),
         &f.get("lm_head.weight").values,
         "lm_head",
     );
     assert_close(
-        &w.layers[1].wk.w,
+        &w.layers[1].wk.w.to_f32(),
         &f.get("model.layers.1.self_attn.k_proj.weight").values,
         "k",
     );

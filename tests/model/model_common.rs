@@ -22,7 +22,7 @@ impl Gen {
     fn linear(&mut self, out: usize, inp: usize, bias: bool) -> Linear {
         let a = 1.7 / (inp as f32).sqrt();
         Linear {
-            w: self.vec(out * inp, a),
+            w: self.vec(out * inp, a).into(),
             b: bias.then(|| self.vec(out, 0.2)),
             out_dim: out,
             in_dim: inp,
@@ -85,7 +85,7 @@ pub fn llama(seed: u64) -> (ModelConfig, Weights) {
         })
         .collect();
     let w = Weights {
-        tok_embed: g.vec(cfg.vocab * d, 1.0),
+        tok_embed: g.vec(cfg.vocab * d, 1.0).into(),
         pos_embed: None,
         type_embed: None,
         embed_norm: None,
@@ -111,13 +111,15 @@ pub fn to_interleaved(cfg: &ModelConfig, w: &Weights) -> (ModelConfig, Weights) 
     let half = dh / 2;
     let permute = |lin: &Linear, heads: usize| -> Linear {
         let mut out = lin.clone();
+        let src_w = lin.w.to_f32();
+        let out_w = out.w.as_f32_mut().expect("f32 test weights");
         for h in 0..heads {
             for j in 0..2 {
                 for i in 0..half {
                     let src = h * dh + j * half + i;
                     let dst = h * dh + 2 * i + j;
-                    out.w[dst * lin.in_dim..][..lin.in_dim]
-                        .copy_from_slice(&lin.w[src * lin.in_dim..][..lin.in_dim]);
+                    out_w[dst * lin.in_dim..][..lin.in_dim]
+                        .copy_from_slice(&src_w[src * lin.in_dim..][..lin.in_dim]);
                     if let (Some(b), Some(bo)) = (&lin.b, out.b.as_mut()) {
                         bo[dst] = b[src];
                     }
@@ -174,7 +176,7 @@ pub fn bert(seed: u64) -> (ModelConfig, Weights) {
         })
         .collect();
     let w = Weights {
-        tok_embed: g.vec(cfg.vocab * d, 1.0),
+        tok_embed: g.vec(cfg.vocab * d, 1.0).into(),
         pos_embed: Some(g.vec(cfg.context * d, 0.5)),
         type_embed: Some(g.vec(d, 0.3)),
         embed_norm: Some(g.norm(d, true)),
@@ -287,11 +289,12 @@ fn norm(kind: NormKind, x: &[f64], n: &Norm, eps: f64) -> Vec<f64> {
 }
 
 fn lin(l: &Linear, x: &[f64]) -> Vec<f64> {
+    let w = l.w.to_f32();
     (0..l.out_dim)
         .map(|o| {
             let mut acc = l.b.as_ref().map_or(0.0, |b| b[o] as f64);
             for (c, xc) in x.iter().enumerate() {
-                acc += l.w[o * l.in_dim + c] as f64 * xc;
+                acc += w[o * l.in_dim + c] as f64 * xc;
             }
             acc
         })
@@ -317,11 +320,12 @@ fn rope(v: &mut [f64], pos: usize, base: f64, style: RopeStyle) {
 pub fn reference(cfg: &ModelConfig, w: &Weights, ids: &[u32], o: &RefOpts) -> RefOut {
     let (n, d, dh) = (ids.len(), cfg.d_model, cfg.d_head);
     let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+    let emb = w.tok_embed.to_f32();
     let mut x: Vec<Vec<f64>> = ids
         .iter()
         .enumerate()
         .map(|(i, &id)| {
-            let mut r = f(&w.tok_embed[id as usize * d..][..d]);
+            let mut r = f(&emb[id as usize * d..][..d]);
             if let (Some(pe), false) = (&w.pos_embed, o.no_pe) {
                 r.iter_mut()
                     .zip(&pe[i * d..][..d])

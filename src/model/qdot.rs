@@ -1,0 +1,672 @@
+//! Dot products of one quantized weight row with one activation row, per GGML block type
+//! and SIMD tier, as llama.cpp's `vec_dot_*` do them: the activation row is quantized once
+//! to int8 blocks with one f32 scale each ([`Acts`]: blocks of 32 for the 32-value types,
+//! of 256 for the k-quants, with the sum of every 16 values for the types' offsets and
+//! minimums), and a weight block's integers meet the activation's in integer multiply-adds
+//! (AVX2 `vpmaddubsw`, AVX-512 VNNI `vpdpbusd`); only the per-block scales are floats.
+//! The weights are never dequantized to memory.
+//!
+//! Written here because no crate offers GGML's quantized dot products on their own:
+//! `candle-core` has some inside its tensor framework (its own tensor and storage types),
+//! `ggml` bindings bring llama.cpp's C/C++ build; the block layouts are in [`super::quant`].
+//!
+//! Tiers ([`QTier`]): `Scalar` dequantizes a block at a time and takes an f32 dot with
+//! the f32 activations (every type, and the reference order the others are tested
+//! against); `Avx2` and `Avx512Vnni` run the integer kernels for Q4_0, Q4_1, Q5_0, Q5_1,
+//! Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and an f16-to-f32 kernel for F16; the remaining types
+//! (BF16, Q2_K, Q3_K, IQ4_XS) take the scalar path on every tier. The two x86 tiers share
+//! every kernel; only the 8-bit multiply-add ([`x86::I8Dot`]) differs. AVX-512 VNNI is
+//! used on 256-bit vectors (its VL form): a 32-value block fills one.
+//!
+//! Error: quantizing the activations rounds each to 1/254 of its block's largest
+//! magnitude, so a dot differs from the f32 one by up to about sum |x_i w_i| / 254 (in
+//! practice far less, the roundings cancel); [`super::qmatmul`] says where that is used.
+
+use super::quant::{self, GgmlType, QK_K};
+use crate::kernel::Tier;
+
+/// Which kernels run the quantized dot products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QTier {
+    /// Dequantize a block, f32 dot with f32 activations; everywhere.
+    Scalar,
+    /// AVX2 + FMA + F16C integer kernels.
+    Avx2,
+    /// The same kernels with AVX-512 VNNI's 8-bit dot product (256-bit vectors).
+    Avx512Vnni,
+}
+
+impl QTier {
+    pub fn name(self) -> &'static str {
+        match self {
+            QTier::Scalar => "scalar",
+            QTier::Avx2 => "avx2",
+            QTier::Avx512Vnni => "avx512vnni",
+        }
+    }
+
+    pub fn is_available(self) -> bool {
+        match self {
+            QTier::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            QTier::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            QTier::Avx512Vnni => {
+                QTier::Avx2.is_available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Every tier this CPU can run, slowest first.
+    pub fn available() -> Vec<QTier> {
+        [QTier::Scalar, QTier::Avx2, QTier::Avx512Vnni]
+            .into_iter()
+            .filter(|t| t.is_available())
+            .collect()
+    }
+
+    /// The tier that matches the f32 kernels' tier (`ATTNVIZ_SIMD` or the best): scalar
+    /// for scalar (and NEON, which has no integer kernels here), AVX2 for AVX2, VNNI for
+    /// AVX-512 when the CPU has it.
+    pub fn detect() -> QTier {
+        let want = match Tier::detect() {
+            Tier::Scalar | Tier::Neon => QTier::Scalar,
+            Tier::Avx2 => QTier::Avx2,
+            Tier::Avx512 => QTier::Avx512Vnni,
+        };
+        [want, QTier::Avx2, QTier::Scalar]
+            .into_iter()
+            .find(|t| t.is_available())
+            .unwrap_or(QTier::Scalar)
+    }
+}
+
+impl std::fmt::Display for QTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a kernel wants the activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActFormat {
+    /// f32 as they are.
+    F32,
+    /// int8 blocks of 32 values (llama.cpp's Q8_0/Q8_1, with an f32 scale).
+    Q8x32,
+    /// int8 blocks of 256 values (llama.cpp's Q8_K).
+    Q8x256,
+}
+
+impl ActFormat {
+    fn block(self) -> usize {
+        match self {
+            ActFormat::F32 => 1,
+            ActFormat::Q8x32 => 32,
+            ActFormat::Q8x256 => QK_K,
+        }
+    }
+}
+
+/// Activation rows [m, k] in one [`ActFormat`], the f32 values kept beside.
+pub struct Acts<'a> {
+    pub format: ActFormat,
+    pub x: &'a [f32],
+    pub k: usize,
+    /// One scale per block.
+    d: Vec<f32>,
+    qs: Vec<i8>,
+    /// Sum of every 16 consecutive quantized values.
+    sums: Vec<i32>,
+}
+
+/// One row of [`Acts`].
+#[derive(Clone, Copy)]
+pub struct ActRow<'a> {
+    pub x: &'a [f32],
+    pub d: &'a [f32],
+    pub qs: &'a [i8],
+    pub sums: &'a [i32],
+}
+
+impl<'a> Acts<'a> {
+    /// Quantize the rows of x [m, k] (k a multiple of the format's block).
+    pub fn new(format: ActFormat, x: &'a [f32], k: usize) -> Acts<'a> {
+        let mut a = Acts {
+            format,
+            x,
+            k,
+            d: Vec::new(),
+            qs: Vec::new(),
+            sums: Vec::new(),
+        };
+        if format == ActFormat::F32 || k == 0 {
+            return a;
+        }
+        let bl = format.block();
+        assert!(k.is_multiple_of(bl) && x.len().is_multiple_of(k));
+        a.d.reserve(x.len() / bl);
+        a.qs.resize(x.len(), 0);
+        a.sums.reserve(x.len() / 16);
+        for (xb, qb) in x.chunks_exact(bl).zip(a.qs.chunks_exact_mut(bl)) {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+            for (q, &v) in qb.iter_mut().zip(xb) {
+                *q = (v * id).round().clamp(-127.0, 127.0) as i8;
+            }
+            a.d.push(d);
+            a.sums.extend(
+                qb.chunks_exact(16)
+                    .map(|g| g.iter().map(|&q| q as i32).sum::<i32>()),
+            );
+        }
+        a
+    }
+
+    pub fn row(&self, t: usize) -> ActRow<'_> {
+        let k = self.k;
+        let x = &self.x[t * k..][..k];
+        if self.format == ActFormat::F32 {
+            return ActRow {
+                x,
+                d: &[],
+                qs: &[],
+                sums: &[],
+            };
+        }
+        let nb = k / self.format.block();
+        ActRow {
+            x,
+            d: &self.d[t * nb..][..nb],
+            qs: &self.qs[t * k..][..k],
+            sums: &self.sums[t * k / 16..][..k / 16],
+        }
+    }
+}
+
+/// A row dot product: the weight row's blocks, the activation row.
+pub type RowDot = fn(GgmlType, &[u8], ActRow<'_>) -> f32;
+
+/// The kernel for weights of type `ty` on `tier` and the activations it takes.
+pub fn kernel(ty: GgmlType, tier: QTier) -> (ActFormat, RowDot) {
+    #[cfg(target_arch = "x86_64")]
+    if tier != QTier::Scalar
+        && tier.is_available()
+        && let Some(k) = x86::kernel(ty, tier == QTier::Avx512Vnni)
+    {
+        return k;
+    }
+    let _ = tier;
+    (ActFormat::F32, dot_dequantized)
+}
+
+/// Scalar: dequantize up to 256 values at a time and take the f32 dot with x.
+fn dot_dequantized(ty: GgmlType, w: &[u8], a: ActRow<'_>) -> f32 {
+    let be = ty.block_elems();
+    let per = (QK_K / be).max(1);
+    let mut buf = [0.0f32; QK_K];
+    let mut acc = [0.0f32; 8];
+    for (wb, xb) in w.chunks(per * ty.block_bytes()).zip(a.x.chunks(per * be)) {
+        let buf = &mut buf[..xb.len()];
+        quant::dequantize(ty, wb, buf);
+        let (w8, wt) = buf.as_chunks::<8>();
+        let (x8, xt) = xb.as_chunks::<8>();
+        for (w8, x8) in w8.iter().zip(x8) {
+            for i in 0..8 {
+                acc[i] = w8[i].mul_add(x8[i], acc[i]);
+            }
+        }
+        for (w, x) in wt.iter().zip(xt) {
+            acc[0] = w.mul_add(*x, acc[0]);
+        }
+    }
+    acc.iter().sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The AVX2 / AVX-512 VNNI kernels. Each `*_dot` is written once over [`I8Dot`] and
+    //! stamped out per tier by `tiers!` inside a `#[target_feature]` function.
+
+    use std::arch::x86_64::*;
+
+    use super::{ActFormat, ActRow, RowDot};
+    use crate::model::quant::{GgmlType, scale_min_k4};
+
+    /// The 8-bit multiply-add of a tier: i32 lane j of the result sums bytes 4j..4j+4 of
+    /// u (unsigned) times s (signed).
+    pub trait I8Dot {
+        unsafe fn dot(u: __m256i, s: __m256i) -> __m256i;
+        /// The same with bytes 0..16 weighted by `lo`, bytes 16..32 by `hi`.
+        unsafe fn scaled(u: __m256i, s: __m256i, lo: i32, hi: i32) -> __m256i;
+    }
+
+    /// `vpmaddubsw` (pairs to i16, saturating: the kernels keep |u| <= 63 or, for signed
+    /// weights, |u| <= 128 with |s| <= 127, so pair sums stay below 2^15) then `vpmaddwd`.
+    pub struct Avx2;
+    /// `vpdpbusd`: four products summed into i32 in one instruction, no saturation.
+    pub struct Vnni;
+
+    impl I8Dot for Avx2 {
+        #[inline(always)]
+        unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
+            unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)) }
+        }
+        #[inline(always)]
+        unsafe fn scaled(u: __m256i, s: __m256i, lo: i32, hi: i32) -> __m256i {
+            unsafe {
+                let sc = _mm256_set_m128i(_mm_set1_epi16(hi as i16), _mm_set1_epi16(lo as i16));
+                _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc)
+            }
+        }
+    }
+
+    impl I8Dot for Vnni {
+        #[inline(always)]
+        unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
+            unsafe { _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s) }
+        }
+        #[inline(always)]
+        unsafe fn scaled(u: __m256i, s: __m256i, lo: i32, hi: i32) -> __m256i {
+            unsafe {
+                let sc = _mm256_set_m128i(_mm_set1_epi32(hi), _mm_set1_epi32(lo));
+                _mm256_mullo_epi32(Self::dot(u, s), sc)
+            }
+        }
+    }
+
+    /// Signed bytes w times signed bytes x (`vpmaddubsw` takes one unsigned operand).
+    #[inline(always)]
+    unsafe fn dot_signed<D: I8Dot>(w: __m256i, x: __m256i) -> __m256i {
+        unsafe { D::dot(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)) }
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const u8) -> __m256i {
+        unsafe { _mm256_loadu_si256(p.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_i8(p: *const i8) -> __m256i {
+        unsafe { _mm256_loadu_si256(p.cast()) }
+    }
+
+    /// The f16 at p and the one after it, as f32.
+    #[inline(always)]
+    unsafe fn halves2(p: *const u8) -> (f32, f32) {
+        unsafe {
+            let v = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
+            (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn half(p: *const u8) -> f32 {
+        unsafe {
+            let bits = p.cast::<u16>().read_unaligned() as i32;
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        unsafe {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
+    }
+
+    /// 16 bytes of packed nibbles -> 32 bytes: the low nibbles (values 0..16), then the
+    /// high ones (16..32).
+    #[inline(always)]
+    unsafe fn nibbles(p: *const u8) -> __m256i {
+        unsafe {
+            let q = _mm_loadu_si128(p.cast());
+            let v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+            _mm256_and_si256(v, _mm256_set1_epi8(0x0F))
+        }
+    }
+
+    /// Bit j of qh -> 16 in byte j (Q5_0 / Q5_1's fifth bits).
+    #[inline(always)]
+    unsafe fn fifth_bits(p: *const u8) -> __m256i {
+        unsafe {
+            let qh = p.cast::<i32>().read_unaligned();
+            let x = _mm256_set1_epi32(qh);
+            let idx = _mm256_setr_epi64x(
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
+            );
+            let b = _mm256_shuffle_epi8(x, idx);
+            let b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe_u64 as i64));
+            let set = _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+            _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+        }
+    }
+
+    /// The sum of the 32 quantized activations of 32-block b.
+    #[inline(always)]
+    fn block_sum(a: &ActRow<'_>, b: usize) -> f32 {
+        (a.sums[2 * b] + a.sums[2 * b + 1]) as f32
+    }
+
+    /// The 32-value types: `BYTES` per block, unsigned levels from `levels`, then
+    /// y = sum_b d_w d_x (dot - OFFSET * sum_x) + MIN * m_w d_x sum_x.
+    #[inline(always)]
+    unsafe fn dot_32<D: I8Dot>(
+        w: &[u8],
+        a: ActRow<'_>,
+        bytes: usize,
+        offset: f32,
+        has_min: bool,
+        levels: impl Fn(*const u8) -> __m256i,
+    ) -> f32 {
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            let mut corr = 0.0f32;
+            for (b, &dx) in a.d.iter().enumerate() {
+                let blk = w.as_ptr().add(b * bytes);
+                let (dw, mw) = if has_min {
+                    halves2(blk)
+                } else {
+                    (half(blk), 0.0)
+                };
+                let p = D::dot(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
+                let dd = dw * dx;
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), acc);
+                corr += (mw * dx - offset * dd) * block_sum(&a, b);
+            }
+            hsum(acc) + corr
+        }
+    }
+
+    // block_q4_0: f16 d; u8 qs[16].  y = d (nibble - 8)
+    #[inline(always)]
+    unsafe fn q4_0_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe { dot_32::<D>(w, a, 18, 8.0, false, |b| nibbles(b.add(2))) }
+    }
+
+    // block_q4_1: f16 d; f16 m; u8 qs[16].  y = d nibble + m
+    #[inline(always)]
+    unsafe fn q4_1_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe { dot_32::<D>(w, a, 20, 0.0, true, |b| nibbles(b.add(4))) }
+    }
+
+    // block_q5_0: f16 d; u8 qh[4]; u8 qs[16].  y = d ((nibble | bit << 4) - 16)
+    #[inline(always)]
+    unsafe fn q5_0_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe {
+            dot_32::<D>(w, a, 22, 16.0, false, |b| {
+                _mm256_or_si256(nibbles(b.add(6)), fifth_bits(b.add(2)))
+            })
+        }
+    }
+
+    // block_q5_1: f16 d; f16 m; u8 qh[4]; u8 qs[16].  y = d (nibble | bit << 4) + m
+    #[inline(always)]
+    unsafe fn q5_1_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe {
+            dot_32::<D>(w, a, 24, 0.0, true, |b| {
+                _mm256_or_si256(nibbles(b.add(8)), fifth_bits(b.add(4)))
+            })
+        }
+    }
+
+    /// Signed 32-value types (Q8_0, IQ4_NL): y = sum_b d_w d_x dot(levels, x).
+    #[inline(always)]
+    unsafe fn dot_32_signed<D: I8Dot>(
+        w: &[u8],
+        a: ActRow<'_>,
+        bytes: usize,
+        levels: impl Fn(*const u8) -> __m256i,
+    ) -> f32 {
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            for (b, &dx) in a.d.iter().enumerate() {
+                let blk = w.as_ptr().add(b * bytes);
+                let p = dot_signed::<D>(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(half(blk) * dx), _mm256_cvtepi32_ps(p), acc);
+            }
+            hsum(acc)
+        }
+    }
+
+    // block_q8_0: f16 d; i8 qs[32].
+    #[inline(always)]
+    unsafe fn q8_0_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe { dot_32_signed::<D>(w, a, 34, |b| load(b.add(2))) }
+    }
+
+    // block_iq4_nl: f16 d; u8 qs[16]; y = d kvalues[nibble].
+    #[inline(always)]
+    unsafe fn iq4_nl_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe {
+            let t = _mm_loadu_si128(super::quant::KVALUES_IQ4NL.as_ptr().cast());
+            let table = _mm256_set_m128i(t, t);
+            dot_32_signed::<D>(w, a, 18, |b| _mm256_shuffle_epi8(table, nibbles(b.add(2))))
+        }
+    }
+
+    /// The 8 (scale, min) pairs of a Q4_K / Q5_K super-block.
+    #[inline(always)]
+    fn scales_mins_k4(q: &[u8]) -> ([i32; 8], [i32; 8]) {
+        let mut sc = [0; 8];
+        let mut mn = [0; 8];
+        for j in 0..8 {
+            let (s, m) = scale_min_k4(j, q);
+            sc[j] = s as i32;
+            mn[j] = m as i32;
+        }
+        (sc, mn)
+    }
+
+    /// Q4_K and Q5_K: 8 sub-blocks of 32, y = d sc_s q - dmin m_s.
+    #[inline(always)]
+    unsafe fn dot_k4<D: I8Dot, const Q5: bool>(w: &[u8], a: ActRow<'_>) -> f32 {
+        let bytes = if Q5 { 176 } else { 144 };
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            let mut corr = 0.0f32;
+            let mask = _mm256_set1_epi8(0x0F);
+            let one = _mm256_set1_epi8(1);
+            for (b, &dx) in a.d.iter().enumerate() {
+                let blk = w.as_ptr().add(b * bytes);
+                let (d, dmin) = halves2(blk);
+                let (sc, mn) = scales_mins_k4(&w[b * bytes + 4..b * bytes + 16]);
+                let qs = blk.add(if Q5 { 48 } else { 16 });
+                let qh = if Q5 {
+                    load(blk.add(16))
+                } else {
+                    _mm256_setzero_si256()
+                };
+                let xs = a.qs.as_ptr().add(256 * b);
+                let mut isum = _mm256_setzero_si256();
+                for c in 0..4 {
+                    let q = load(qs.add(32 * c));
+                    let mut lo = _mm256_and_si256(q, mask);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+                    if Q5 {
+                        let sh = _mm_cvtsi32_si128(2 * c as i32);
+                        let h = _mm256_srl_epi16(qh, sh);
+                        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+                        let h = _mm256_srli_epi16(h, 1);
+                        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+                    }
+                    let (s0, s1) = (sc[2 * c], sc[2 * c + 1]);
+                    isum = _mm256_add_epi32(isum, D::scaled(lo, load_i8(xs.add(64 * c)), s0, s0));
+                    isum =
+                        _mm256_add_epi32(isum, D::scaled(hi, load_i8(xs.add(64 * c + 32)), s1, s1));
+                }
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum), acc);
+                let sums = &a.sums[16 * b..16 * b + 16];
+                let msum: i32 = (0..8)
+                    .map(|s| mn[s] * (sums[2 * s] + sums[2 * s + 1]))
+                    .sum();
+                corr += dmin * dx * msum as f32;
+            }
+            hsum(acc) - corr
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn q4_k_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe { dot_k4::<D, false>(w, a) }
+    }
+
+    #[inline(always)]
+    unsafe fn q5_k_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe { dot_k4::<D, true>(w, a) }
+    }
+
+    // block_q6_K: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d (layout in quant.rs).
+    #[inline(always)]
+    unsafe fn q6_k_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe {
+            let mut acc = _mm256_setzero_ps();
+            let mut corr = 0.0f32;
+            let m4 = _mm256_set1_epi8(0x0F);
+            let m2 = _mm256_set1_epi8(3);
+            for (b, &dx) in a.d.iter().enumerate() {
+                let blk = &w[b * 210..b * 210 + 210];
+                let d = half(blk.as_ptr().add(208));
+                let sc: [i32; 16] = std::array::from_fn(|i| blk[192 + i] as i8 as i32);
+                let mut isum = _mm256_setzero_si256();
+                for h in 0..2 {
+                    let ql = blk.as_ptr().add(64 * h);
+                    let qh = load(blk.as_ptr().add(128 + 32 * h));
+                    let (l0, l1) = (load(ql), load(ql.add(32)));
+                    let xs = a.qs.as_ptr().add(256 * b + 128 * h);
+                    let s = &sc[8 * h..8 * h + 8];
+                    let hb = |shift: i32| {
+                        let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift));
+                        _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
+                    };
+                    let q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), hb(0));
+                    let q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), hb(2));
+                    let q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hb(4));
+                    let q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), hb(6));
+                    isum = _mm256_add_epi32(isum, D::scaled(q0, load_i8(xs), s[0], s[1]));
+                    isum = _mm256_add_epi32(isum, D::scaled(q1, load_i8(xs.add(32)), s[2], s[3]));
+                    isum = _mm256_add_epi32(isum, D::scaled(q2, load_i8(xs.add(64)), s[4], s[5]));
+                    isum = _mm256_add_epi32(isum, D::scaled(q3, load_i8(xs.add(96)), s[6], s[7]));
+                }
+                let dd = d * dx;
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(isum), acc);
+                let sums = &a.sums[16 * b..16 * b + 16];
+                let ssum: i32 = sc.iter().zip(sums).map(|(s, x)| s * x).sum();
+                corr += 32.0 * dd * ssum as f32;
+            }
+            hsum(acc) - corr
+        }
+    }
+
+    /// F16 weights against f32 activations (F16C conversion, 4 accumulators).
+    #[inline(always)]
+    unsafe fn f16_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
+        unsafe {
+            let k = a.x.len();
+            let (wp, xp) = (w.as_ptr(), a.x.as_ptr());
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i + 32 <= k {
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let wv = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(2 * (i + 8 * j)).cast()));
+                    *acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xp.add(i + 8 * j)), *acc);
+                }
+                i += 32;
+            }
+            while i + 8 <= k {
+                let wv = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(2 * i).cast()));
+                acc[0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xp.add(i)), acc[0]);
+                i += 8;
+            }
+            let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let mut sum = hsum(s);
+            for t in i..k {
+                sum += half(wp.add(2 * t)) * a.x[t];
+            }
+            sum
+        }
+    }
+
+    /// For each kernel, a safe entry per tier that enables the tier's features. The
+    /// entries are only handed out by [`kernel`] after the features were detected.
+    macro_rules! stamp {
+        ($modname:ident, $feat:literal, $d:ty, [$($name:ident),*]) => {
+            mod $modname {
+                use super::*;
+                $(
+                    pub fn $name(_: GgmlType, w: &[u8], a: ActRow<'_>) -> f32 {
+                        #[target_feature(enable = $feat)]
+                        unsafe fn inner(w: &[u8], a: ActRow<'_>) -> f32 {
+                            unsafe { super::$name::<$d>(w, a) }
+                        }
+                        // SAFETY: handed out by `kernel` only where the features were
+                        // detected; the caller checked the row and activation sizes.
+                        unsafe { inner(w, a) }
+                    }
+                )*
+            }
+        };
+    }
+
+    stamp!(
+        avx2,
+        "avx2,fma,f16c",
+        Avx2,
+        [
+            q4_0_dot, q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, iq4_nl_dot, q4_k_dot, q5_k_dot,
+            q6_k_dot, f16_dot
+        ]
+    );
+    stamp!(
+        vnni,
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        Vnni,
+        [
+            q4_0_dot, q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, iq4_nl_dot, q4_k_dot, q5_k_dot,
+            q6_k_dot, f16_dot
+        ]
+    );
+
+    /// The kernel of `ty` on AVX2 or (`vnni`) AVX-512 VNNI, if it has one.
+    pub fn kernel(ty: GgmlType, vnni: bool) -> Option<(ActFormat, RowDot)> {
+        use GgmlType as T;
+        macro_rules! pick {
+            ($name:ident) => {
+                if vnni {
+                    vnni::$name as RowDot
+                } else {
+                    avx2::$name as RowDot
+                }
+            };
+        }
+        Some(match ty {
+            T::Q4_0 => (ActFormat::Q8x32, pick!(q4_0_dot)),
+            T::Q4_1 => (ActFormat::Q8x32, pick!(q4_1_dot)),
+            T::Q5_0 => (ActFormat::Q8x32, pick!(q5_0_dot)),
+            T::Q5_1 => (ActFormat::Q8x32, pick!(q5_1_dot)),
+            T::Q8_0 => (ActFormat::Q8x32, pick!(q8_0_dot)),
+            T::Iq4Nl => (ActFormat::Q8x32, pick!(iq4_nl_dot)),
+            T::Q4K => (ActFormat::Q8x256, pick!(q4_k_dot)),
+            T::Q5K => (ActFormat::Q8x256, pick!(q5_k_dot)),
+            T::Q6K => (ActFormat::Q8x256, pick!(q6_k_dot)),
+            T::F16 => (ActFormat::F32, pick!(f16_dot)),
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,255 @@
+//! y = x W^T (+ b) for a quantized W [n, k] (GGUF blocks read in place from the map) and
+//! x [m, k] f32, threads splitting W's rows. Two ways to run it:
+//!
+//! - [`QPath::Int8`]: each row of x quantized once to int8 blocks, then integer block dot
+//!   products ([`super::qdot`]), llama.cpp's way. It reads every weight once and does the
+//!   least work per weight: the path for a decode step (m = 1).
+//! - [`QPath::Tiles`]: [`TILE_ROWS`] rows of W dequantized into a per-thread f32 buffer
+//!   (it stays in L2), then the f32 register-blocked kernel of [`super::dense`] against all
+//!   m rows of x, packed once per call. Exact: the same numbers as an f32 product with the
+//!   dequantized matrix, and the dequantization is spread over the m rows.
+//!
+//! By default one row of x runs on int8 and several rows on tiles: a forward over a text
+//! (what `model run` shows and the real-model tests compare with transformers, attention
+//! within 2e-4) must be the exact product; int8 activations change attention weights by
+//! about 1e-3 on SmolLM2 (docs/performance.md). [`QMATMUL_ENV`] forces one path.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rayon::ThreadPool;
+use rayon::prelude::*;
+
+use super::dense;
+use super::matrix::QuantMatrix;
+use super::qdot::{ActFormat, Acts, QTier, RowDot, kernel};
+use crate::error::{Error, Result};
+use crate::kernel::{Tier, thread_pool};
+
+/// Environment variable forcing the path of every quantized product: `int8` or `f32`
+/// (dequantized tiles, exact); unset or `auto`: int8 for one row, tiles for more.
+pub const QMATMUL_ENV: &str = "ATTNVIZ_QMATMUL";
+
+/// Rows of W dequantized at a time on the tile path: a multiple of the f32 kernel's
+/// register block (6 rows); 48 rows of k = 1536 are 288 KB, well inside L2.
+pub const TILE_ROWS: usize = 48;
+
+/// Rows of W per work unit on the int8 path.
+const INT8_ROWS: usize = 16;
+
+/// Below this many weights (summed over a call's products) a call stays on one thread.
+const PAR_MIN: usize = 1 << 16;
+
+/// How a call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QPath {
+    Int8,
+    Tiles,
+}
+
+impl QPath {
+    /// The path for m rows of x: [`QMATMUL_ENV`] if set, else int8 for one row.
+    pub fn for_rows(m: usize) -> QPath {
+        match std::env::var(QMATMUL_ENV).as_deref().map(str::trim) {
+            Ok("int8") => QPath::Int8,
+            Ok("f32") => QPath::Tiles,
+            _ if m <= 1 => QPath::Int8,
+            _ => QPath::Tiles,
+        }
+    }
+}
+
+/// One product of a call: y [m, n] = x W^T (+ bias), W [n, k], bias [n].
+pub struct QProduct<'a> {
+    pub w: &'a QuantMatrix,
+    pub bias: Option<&'a [f32]>,
+    pub y: &'a mut [f32],
+}
+
+/// Every product of x [m, k] in `prods`, with `threads` workers, on the detected tiers
+/// and the path [`QPath::for_rows`] picks.
+pub fn products(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    prods: &mut [QProduct<'_>],
+    threads: usize,
+) -> Result<()> {
+    products_on(QTier::detect(), QPath::for_rows(m), x, m, k, prods, threads)
+}
+
+/// [`products`] on a given integer tier and path (tests cover each).
+pub fn products_on(
+    tier: QTier,
+    path: QPath,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    prods: &mut [QProduct<'_>],
+    threads: usize,
+) -> Result<()> {
+    if x.len() != m * k {
+        return Err(Error::Internal(format!(
+            "quantized product: x holds {} values for [{m}, {k}]",
+            x.len()
+        )));
+    }
+    for p in prods.iter() {
+        let n = p.w.rows();
+        if p.w.cols() != k || p.y.len() != m * n || p.bias.is_some_and(|b| b.len() != n) {
+            return Err(Error::Internal(format!(
+                "quantized product: W is [{n}, {}] for k = {k}, y holds {} for [{m}, {n}], bias {:?}",
+                p.w.cols(),
+                p.y.len(),
+                p.bias.map(<[f32]>::len)
+            )));
+        }
+    }
+    if m == 0 || prods.iter().all(|p| p.w.rows() == 0) {
+        return Ok(());
+    }
+    if k == 0 {
+        for p in prods.iter_mut() {
+            for row in p.y.chunks_mut(p.w.rows()) {
+                match p.bias {
+                    Some(b) => row.copy_from_slice(b),
+                    None => row.fill(0.0),
+                }
+            }
+        }
+        return Ok(());
+    }
+    let jobs: Vec<Job> = prods
+        .iter_mut()
+        .map(|p| Job {
+            w: p.w,
+            bias: p.bias,
+            y: YPtr(p.y.as_mut_ptr()),
+        })
+        .collect();
+    let unit_rows = match path {
+        QPath::Int8 => INT8_ROWS,
+        QPath::Tiles => TILE_ROWS,
+    };
+    let units: usize = jobs.iter().map(|j| j.w.rows().div_ceil(unit_rows)).sum();
+    let weights: usize = jobs.iter().map(|j| j.w.rows() * k).sum();
+    let threads = if weights < PAR_MIN {
+        1
+    } else {
+        threads.clamp(1, units)
+    };
+    let pool: Option<Arc<ThreadPool>> = if threads > 1 {
+        Some(thread_pool(threads)?)
+    } else {
+        None
+    };
+    let range = |t: usize| units * t / threads..units * (t + 1) / threads;
+    match path {
+        QPath::Int8 => {
+            // One quantization of x per activation format the products need.
+            let kernels: Vec<(ActFormat, RowDot)> =
+                jobs.iter().map(|j| kernel(j.w.ty(), tier)).collect();
+            let mut acts: Vec<Acts> = Vec::new();
+            for &(f, _) in &kernels {
+                if !acts.iter().any(|a| a.format == f) {
+                    acts.push(Acts::new(f, x, k));
+                }
+            }
+            let run = |t: usize| int8_units(&jobs, &kernels, &acts, m, range(t));
+            match pool {
+                None => run(0),
+                Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
+            }
+        }
+        QPath::Tiles => {
+            let packed = dense::pack_x(Tier::detect(), x, m, k);
+            let run = |t: usize| tile_units(&jobs, &packed, k, range(t));
+            match pool {
+                None => run(0),
+                Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// y's base pointer, shared by the workers, each writing the columns of its own rows.
+#[derive(Clone, Copy)]
+struct YPtr(*mut f32);
+
+// SAFETY: the workers write disjoint columns of y (the rows of W their units cover) while
+// `products_on` holds y's borrow; nobody reads y during the call.
+unsafe impl Send for YPtr {}
+unsafe impl Sync for YPtr {}
+
+struct Job<'a> {
+    w: &'a QuantMatrix,
+    bias: Option<&'a [f32]>,
+    y: YPtr,
+}
+
+/// The units (numbered across the jobs in order) of `range`, each calling `f(job index,
+/// first row, rows)`.
+fn for_units(
+    jobs: &[Job],
+    unit_rows: usize,
+    range: std::ops::Range<usize>,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let mut first = 0;
+    for (i, job) in jobs.iter().enumerate() {
+        let n = job.w.rows();
+        let blocks = n.div_ceil(unit_rows);
+        for u in range.start.max(first)..range.end.min(first + blocks) {
+            let j0 = (u - first) * unit_rows;
+            f(i, j0, unit_rows.min(n - j0));
+        }
+        first += blocks;
+    }
+}
+
+fn int8_units(
+    jobs: &[Job],
+    kernels: &[(ActFormat, RowDot)],
+    acts: &[Acts],
+    m: usize,
+    range: std::ops::Range<usize>,
+) {
+    for_units(jobs, INT8_ROWS, range, |i, j0, r| {
+        let job = &jobs[i];
+        let (format, dot) = kernels[i];
+        let a = acts
+            .iter()
+            .find(|a| a.format == format)
+            .expect("quantized above");
+        let (ty, n) = (job.w.ty(), job.w.rows());
+        for j in j0..j0 + r {
+            let row = job.w.row(j);
+            let b = job.bias.map_or(0.0, |b| b[j]);
+            for t in 0..m {
+                let v = dot(ty, row, a.row(t)) + b;
+                // SAFETY: t < m, j < n: inside y [m, n]; column j belongs to this unit.
+                unsafe { *job.y.0.add(t * n + j) = v };
+            }
+        }
+    });
+}
+
+thread_local! {
+    /// A worker's dequantized tile of W, kept between calls.
+    static TILE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+fn tile_units(jobs: &[Job], packed: &dense::PackedX, k: usize, range: std::ops::Range<usize>) {
+    TILE.with_borrow_mut(|tile| {
+        tile.resize(TILE_ROWS * k, 0.0);
+        for_units(jobs, TILE_ROWS, range, |i, j0, r| {
+            let job = &jobs[i];
+            let buf = &mut tile[..r * k];
+            job.w.dequantize_rows(j0, buf);
+            let bias = job.bias.map(|b| &b[j0..j0 + r]);
+            // SAFETY: columns j0..j0 + r of y [m, n] (stride n) belong to this unit.
+            unsafe { dense::rows_into(packed, buf, bias, job.y.0.add(j0), job.w.rows()) };
+        });
+    });
+}
