@@ -253,3 +253,7 @@ fn tile_units(jobs: &[Job], packed: &dense::PackedX, k: usize, range: std::ops::
         });
     });
 }
+
+#[cfg(test)]
+#[path = "qmatmul_tests.rs"]
+mod tests;

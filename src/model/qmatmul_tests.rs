@@ -1,0 +1,198 @@
+//! Every type on every integer tier and both paths against an independent f64 reference:
+//! the matrix dequantized by `quant::dequantize`, then f64 dot products.
+
+use half::{bf16, f16};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::model::matrix::SharedBytes;
+use crate::model::quant::{self, GgmlType};
+
+const TYPES: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Bf16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
+];
+
+/// Byte offsets of a block's f16 scales (random bytes there could be inf or NaN).
+fn half_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Iq4Nl | GgmlType::Iq4Xs => {
+            &[0]
+        }
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+        GgmlType::Q2K => &[80, 82],
+        GgmlType::Q3K => &[108],
+        GgmlType::Q6K => &[208],
+        GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => &[],
+    }
+}
+
+/// A random matrix [rows, cols] of `ty`: random quant bytes, scales in a sane range.
+fn random_matrix(r: &mut ChaCha8Rng, ty: GgmlType, rows: usize, cols: usize) -> QuantMatrix {
+    let elems = rows * cols;
+    let mut bytes: Vec<u8> = match ty {
+        GgmlType::F32 => (0..elems)
+            .flat_map(|_| r.random_range(-1.0f32..1.0).to_le_bytes())
+            .collect(),
+        GgmlType::F16 => (0..elems)
+            .flat_map(|_| f16::from_f32(r.random_range(-1.0f32..1.0)).to_le_bytes())
+            .collect(),
+        GgmlType::Bf16 => (0..elems)
+            .flat_map(|_| bf16::from_f32(r.random_range(-1.0f32..1.0)).to_le_bytes())
+            .collect(),
+        _ => (0..ty.tensor_bytes(elems).unwrap())
+            .map(|_| r.random())
+            .collect(),
+    };
+    for blk in bytes.chunks_exact_mut(ty.block_bytes()) {
+        for &off in half_fields(ty) {
+            let h = f16::from_f32(r.random_range(-0.05f32..0.05));
+            blk[off..off + 2].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    QuantMatrix::new(ty, SharedBytes::owned(bytes), rows, cols).unwrap()
+}
+
+/// y in f64 and, per output, sum |x| |w| (the scale of the int8 rounding error).
+fn reference(x: &[f32], m: usize, w: &QuantMatrix, bias: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let (n, k) = (w.rows(), w.cols());
+    let mut wf = vec![0.0f32; n * k];
+    quant::dequantize(w.ty(), w.bytes(), &mut wf);
+    let mut y = vec![0.0; m * n];
+    let mut mag = vec![0.0; m * n];
+    for t in 0..m {
+        for j in 0..n {
+            let (mut acc, mut a) = (bias[j] as f64, 0.0);
+            for c in 0..k {
+                let p = x[t * k + c] as f64 * wf[j * k + c] as f64;
+                acc += p;
+                a += p.abs();
+            }
+            y[t * n + j] = acc;
+            mag[t * n + j] = a;
+        }
+    }
+    (y, mag)
+}
+
+#[test]
+fn every_type_tier_and_path_matches_f64_dequantized() {
+    let mut r = ChaCha8Rng::seed_from_u64(11);
+    // (m, blocks per row, n): k is blocks x the type's block, so 32-value types get rows
+    // that are not a multiple of 256; n and m not multiples of the tiles (16, 48, 6).
+    let shapes = [
+        (1, 1, 1),
+        (1, 3, 37),
+        (3, 2, 50),
+        (17, 5, 7),
+        (2, 1, 300),
+        (1, 9, 130),
+    ];
+    for ty in TYPES {
+        for &(m, blocks, n) in &shapes {
+            let k = blocks * ty.block_elems().max(32);
+            let w = random_matrix(&mut r, ty, n, k);
+            let x: Vec<f32> = (0..m * k).map(|_| r.random_range(-2.0..2.0)).collect();
+            let bias: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+            let (want, mag) = reference(&x, m, &w, &bias);
+            for tier in QTier::available() {
+                for path in [QPath::Int8, QPath::Tiles] {
+                    let int8 = path == QPath::Int8 && kernel(ty, tier).0 != ActFormat::F32;
+                    let rel = if int8 { 1e-2 } else { 1e-5 };
+                    let mut y1 = vec![f32::NAN; m * n];
+                    for threads in [1, 2] {
+                        let mut y = vec![f32::NAN; m * n];
+                        let mut p = [QProduct {
+                            w: &w,
+                            bias: Some(&bias),
+                            y: &mut y,
+                        }];
+                        products_on(tier, path, &x, m, k, &mut p, threads).unwrap();
+                        for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
+                            let tol = rel * mag[i] + 1e-6;
+                            assert!(
+                                (got as f64 - want).abs() <= tol,
+                                "{} {tier} {path:?} [{m},{k}]x[{n},{k}]^T threads {threads} at {i}: {got} vs {want} (tol {tol})",
+                                ty.name()
+                            );
+                        }
+                        if threads == 1 {
+                            y1 = y;
+                        } else {
+                            assert_eq!(y, y1, "{} {tier} {path:?}: threads change bits", ty.name());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn several_products_share_x_and_bad_shapes_are_errors() {
+    let mut r = ChaCha8Rng::seed_from_u64(12);
+    let (m, k) = (2, 256);
+    let x: Vec<f32> = (0..m * k).map(|_| r.random_range(-1.0..1.0)).collect();
+    let a = random_matrix(&mut r, GgmlType::Q4K, 20, k);
+    let b = random_matrix(&mut r, GgmlType::Q8_0, 9, k);
+    let zero = vec![0.0; 29];
+    for path in [QPath::Int8, QPath::Tiles] {
+        let tier = QTier::detect();
+        let (mut ya, mut yb) = (vec![0.0; m * 20], vec![0.0; m * 9]);
+        let mut p = [
+            QProduct {
+                w: &a,
+                bias: None,
+                y: &mut ya,
+            },
+            QProduct {
+                w: &b,
+                bias: None,
+                y: &mut yb,
+            },
+        ];
+        products_on(tier, path, &x, m, k, &mut p, 2).unwrap();
+        for (w, y) in [(&a, &ya), (&b, &yb)] {
+            let mut alone = vec![0.0; y.len()];
+            let mut p = [QProduct {
+                w,
+                bias: None,
+                y: &mut alone,
+            }];
+            products_on(tier, path, &x, m, k, &mut p, 1).unwrap();
+            assert_eq!(&alone, y, "{path:?}");
+            let (want, mag) = reference(&x, m, w, &zero[..w.rows()]);
+            for i in 0..y.len() {
+                assert!((y[i] as f64 - want[i]).abs() <= 1e-2 * mag[i] + 1e-6);
+            }
+        }
+    }
+    let mut short = vec![0.0; 3];
+    let mut p = [QProduct {
+        w: &a,
+        bias: None,
+        y: &mut short,
+    }];
+    assert!(products(&x, m, k, &mut p, 1).is_err());
+    let mut y = vec![0.0; m * 20];
+    let mut p = [QProduct {
+        w: &a,
+        bias: None,
+        y: &mut y,
+    }];
+    assert!(products(&x[..k], 1, k - 32, &mut p, 1).is_err());
+}
