@@ -128,6 +128,8 @@ pub struct Acts<'a> {
     qs: Vec<i8>,
     /// Sum of every 16 consecutive quantized values.
     sums: Vec<i32>,
+    /// Per block: its scale times the sum of its quantized values.
+    ds: Vec<f32>,
 }
 
 /// One row of [`Acts`].
@@ -137,6 +139,7 @@ pub struct ActRow<'a> {
     pub d: &'a [f32],
     pub qs: &'a [i8],
     pub sums: &'a [i32],
+    pub ds: &'a [f32],
 }
 
 impl<'a> Acts<'a> {
@@ -149,6 +152,7 @@ impl<'a> Acts<'a> {
             d: Vec::new(),
             qs: Vec::new(),
             sums: Vec::new(),
+            ds: Vec::new(),
         };
         if format == ActFormat::F32 || k == 0 {
             return a;
@@ -166,10 +170,12 @@ impl<'a> Acts<'a> {
                 *q = (v * id).round().clamp(-127.0, 127.0) as i8;
             }
             a.d.push(d);
+            let s0 = a.sums.len();
             a.sums.extend(
                 qb.chunks_exact(16)
                     .map(|g| g.iter().map(|&q| q as i32).sum::<i32>()),
             );
+            a.ds.push(d * a.sums[s0..].iter().sum::<i32>() as f32);
         }
         a
     }
@@ -183,6 +189,7 @@ impl<'a> Acts<'a> {
                 d: &[],
                 qs: &[],
                 sums: &[],
+                ds: &[],
             };
         }
         let nb = k / self.format.block();
@@ -191,6 +198,7 @@ impl<'a> Acts<'a> {
             d: &self.d[t * nb..][..nb],
             qs: &self.qs[t * k..][..k],
             sums: &self.sums[t * k / 16..][..k / 16],
+            ds: &self.ds[t * nb..][..nb],
         }
     }
 }
@@ -358,14 +366,9 @@ mod x86 {
         }
     }
 
-    /// The sum of the 32 quantized activations of 32-block b.
-    #[inline(always)]
-    fn block_sum(a: &ActRow<'_>, b: usize) -> f32 {
-        (a.sums[2 * b] + a.sums[2 * b + 1]) as f32
-    }
-
-    /// The 32-value types: `BYTES` per block, unsigned levels from `levels`, then
-    /// y = sum_b d_w d_x (dot - OFFSET * sum_x) + MIN * m_w d_x sum_x.
+    /// The 32-value types: `bytes` per block, unsigned levels from `levels`, then
+    /// y = sum_b d_w d_x (dot - offset * sum_x) + m_w d_x sum_x. Two blocks per step into
+    /// two accumulators, so that the FMA latency does not bound the loop.
     #[inline(always)]
     unsafe fn dot_32<D: I8Dot>(
         w: &[u8],
@@ -376,21 +379,25 @@ mod x86 {
         levels: impl Fn(*const u8) -> __m256i,
     ) -> f32 {
         unsafe {
-            let mut acc = _mm256_setzero_ps();
-            let mut corr = 0.0f32;
-            for (b, &dx) in a.d.iter().enumerate() {
+            let step = |b: usize, acc: &mut __m256, corr: &mut f32| {
                 let blk = w.as_ptr().add(b * bytes);
-                let (dw, mw) = if has_min {
-                    halves2(blk)
-                } else {
-                    (half(blk), 0.0)
-                };
+                let (dw, mw) = if has_min { halves2(blk) } else { (half(blk), 0.0) };
                 let p = D::dot(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
-                let dd = dw * dx;
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), acc);
-                corr += (mw * dx - offset * dd) * block_sum(&a, b);
+                let dd = dw * *a.d.get_unchecked(b);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), *acc);
+                *corr += (mw - offset * dw) * *a.ds.get_unchecked(b);
+            };
+            let nb = a.d.len();
+            let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let (mut c0, mut c1) = (0.0f32, 0.0f32);
+            for b in (0..nb - nb % 2).step_by(2) {
+                step(b, &mut acc0, &mut c0);
+                step(b + 1, &mut acc1, &mut c1);
             }
-            hsum(acc) + corr
+            if nb % 2 == 1 {
+                step(nb - 1, &mut acc0, &mut c0);
+            }
+            hsum(_mm256_add_ps(acc0, acc1)) + c0 + c1
         }
     }
 
@@ -426,7 +433,8 @@ mod x86 {
         }
     }
 
-    /// Signed 32-value types (Q8_0, IQ4_NL): y = sum_b d_w d_x dot(levels, x).
+    /// Signed 32-value types (Q8_0, IQ4_NL): y = sum_b d_w d_x dot(levels, x), two
+    /// accumulators as [`dot_32`].
     #[inline(always)]
     unsafe fn dot_32_signed<D: I8Dot>(
         w: &[u8],
@@ -435,13 +443,22 @@ mod x86 {
         levels: impl Fn(*const u8) -> __m256i,
     ) -> f32 {
         unsafe {
-            let mut acc = _mm256_setzero_ps();
-            for (b, &dx) in a.d.iter().enumerate() {
+            let step = |b: usize, acc: &mut __m256| {
                 let blk = w.as_ptr().add(b * bytes);
                 let p = dot_signed::<D>(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(half(blk) * dx), _mm256_cvtepi32_ps(p), acc);
+                let dd = half(blk) * *a.d.get_unchecked(b);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), *acc);
+            };
+            let nb = a.d.len();
+            let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for b in (0..nb - nb % 2).step_by(2) {
+                step(b, &mut acc0);
+                step(b + 1, &mut acc1);
             }
-            hsum(acc)
+            if nb % 2 == 1 {
+                step(nb - 1, &mut acc0);
+            }
+            hsum(_mm256_add_ps(acc0, acc1))
         }
     }
 
@@ -606,7 +623,7 @@ mod x86 {
     /// For each kernel, a safe entry per tier that enables the tier's features. The
     /// entries are only handed out by [`kernel`] after the features were detected.
     macro_rules! stamp {
-        ($modname:ident, $feat:literal, $d:ty, [$($name:ident),*]) => {
+        ($modname:ident, $feat:literal, $d:ty, [$(($name:ident, $ty:ident)),*]) => {
             mod $modname {
                 use super::*;
                 $(
@@ -615,8 +632,9 @@ mod x86 {
                         unsafe fn inner(w: &[u8], a: ActRow<'_>) -> f32 {
                             unsafe { super::$name::<$d>(w, a) }
                         }
+                        assert!(sizes_fit(GgmlType::$ty, w, &a), "{} row sizes", stringify!($ty));
                         // SAFETY: handed out by `kernel` only where the features were
-                        // detected; the caller checked the row and activation sizes.
+                        // detected; the kernel reads w and a within the sizes just checked.
                         unsafe { inner(w, a) }
                     }
                 )*
@@ -624,24 +642,31 @@ mod x86 {
         };
     }
 
-    stamp!(
-        avx2,
-        "avx2,fma,f16c",
-        Avx2,
-        [
-            q4_0_dot, q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, iq4_nl_dot, q4_k_dot, q5_k_dot,
-            q6_k_dot, f16_dot
-        ]
-    );
-    stamp!(
-        vnni,
-        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-        Vnni,
-        [
-            q4_0_dot, q4_1_dot, q5_0_dot, q5_1_dot, q8_0_dot, iq4_nl_dot, q4_k_dot, q5_k_dot,
-            q6_k_dot, f16_dot
-        ]
-    );
+    /// The weight row holds as many values as the activation row, and the activations
+    /// are in the kernel's format ([`kernel`] pairs them).
+    fn sizes_fit(ty: GgmlType, w: &[u8], a: &ActRow<'_>) -> bool {
+        let k = a.x.len();
+        let blocks_ok = |bl: usize| {
+            a.qs.len() == k && a.d.len() * bl == k && a.ds.len() * bl == k && a.sums.len() * 16 == k
+        };
+        ty.tensor_bytes(k) == Some(w.len())
+            && match ty {
+                GgmlType::F16 => true,
+                GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => blocks_ok(256),
+                _ => blocks_ok(32),
+            }
+    }
+
+    stamp!(avx2, "avx2,fma,f16c", Avx2, [
+        (q4_0_dot, Q4_0), (q4_1_dot, Q4_1), (q5_0_dot, Q5_0), (q5_1_dot, Q5_1),
+        (q8_0_dot, Q8_0), (iq4_nl_dot, Iq4Nl), (q4_k_dot, Q4K), (q5_k_dot, Q5K),
+        (q6_k_dot, Q6K), (f16_dot, F16)
+    ]);
+    stamp!(vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", Vnni, [
+        (q4_0_dot, Q4_0), (q4_1_dot, Q4_1), (q5_0_dot, Q5_0), (q5_1_dot, Q5_1),
+        (q8_0_dot, Q8_0), (iq4_nl_dot, Iq4Nl), (q4_k_dot, Q4K), (q5_k_dot, Q5K),
+        (q6_k_dot, Q6K), (f16_dot, F16)
+    ]);
 
     /// The kernel of `ty` on AVX2 or (`vnni`) AVX-512 VNNI, if it has one.
     pub fn kernel(ty: GgmlType, vnni: bool) -> Option<(ActFormat, RowDot)> {
