@@ -109,7 +109,7 @@ pub enum ActFormat {
 }
 
 impl ActFormat {
-    fn block(self) -> usize {
+    pub(crate) fn block(self) -> usize {
         match self {
             ActFormat::F32 => 1,
             ActFormat::Q8x32 => 32,
@@ -381,7 +381,11 @@ mod x86 {
         unsafe {
             let step = |b: usize, acc: &mut __m256, corr: &mut f32| {
                 let blk = w.as_ptr().add(b * bytes);
-                let (dw, mw) = if has_min { halves2(blk) } else { (half(blk), 0.0) };
+                let (dw, mw) = if has_min {
+                    halves2(blk)
+                } else {
+                    (half(blk), 0.0)
+                };
                 let p = D::dot(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
                 let dd = dw * *a.d.get_unchecked(b);
                 *acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), *acc);
@@ -657,16 +661,40 @@ mod x86 {
             }
     }
 
-    stamp!(avx2, "avx2,fma,f16c", Avx2, [
-        (q4_0_dot, Q4_0), (q4_1_dot, Q4_1), (q5_0_dot, Q5_0), (q5_1_dot, Q5_1),
-        (q8_0_dot, Q8_0), (iq4_nl_dot, Iq4Nl), (q4_k_dot, Q4K), (q5_k_dot, Q5K),
-        (q6_k_dot, Q6K), (f16_dot, F16)
-    ]);
-    stamp!(vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", Vnni, [
-        (q4_0_dot, Q4_0), (q4_1_dot, Q4_1), (q5_0_dot, Q5_0), (q5_1_dot, Q5_1),
-        (q8_0_dot, Q8_0), (iq4_nl_dot, Iq4Nl), (q4_k_dot, Q4K), (q5_k_dot, Q5K),
-        (q6_k_dot, Q6K), (f16_dot, F16)
-    ]);
+    stamp!(
+        avx2,
+        "avx2,fma,f16c",
+        Avx2,
+        [
+            (q4_0_dot, Q4_0),
+            (q4_1_dot, Q4_1),
+            (q5_0_dot, Q5_0),
+            (q5_1_dot, Q5_1),
+            (q8_0_dot, Q8_0),
+            (iq4_nl_dot, Iq4Nl),
+            (q4_k_dot, Q4K),
+            (q5_k_dot, Q5K),
+            (q6_k_dot, Q6K),
+            (f16_dot, F16)
+        ]
+    );
+    stamp!(
+        vnni,
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        Vnni,
+        [
+            (q4_0_dot, Q4_0),
+            (q4_1_dot, Q4_1),
+            (q5_0_dot, Q5_0),
+            (q5_1_dot, Q5_1),
+            (q8_0_dot, Q8_0),
+            (iq4_nl_dot, Iq4Nl),
+            (q4_k_dot, Q4K),
+            (q5_k_dot, Q5K),
+            (q6_k_dot, Q6K),
+            (f16_dot, F16)
+        ]
+    );
 
     /// The kernel of `ty` on AVX2 or (`vnni`) AVX-512 VNNI, if it has one.
     pub fn kernel(ty: GgmlType, vnni: bool) -> Option<(ActFormat, RowDot)> {

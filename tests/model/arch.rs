@@ -109,7 +109,7 @@ fn differences(label: &str, m: &LoadedModel, ids: &[u32], want: &Value) -> Vec<S
                         let at = format!(
                             "layer {l} head {h} query {i} key {j}: got {got:.7}, want {w:.7} (diff {d:.2e})"
                         );
-                        if !(d <= worst.0) {
+                        if d.is_nan() || d > worst.0 {
                             worst = (d, at.clone());
                         }
                         over.push(at);

@@ -461,13 +461,18 @@ fn gguf_gpt2_holds_the_same_model_as_its_folder() {
             want,
         });
     };
-    add("token_embd.weight".into(), vec![d, v], w.tok_embed.clone());
+    add(
+        "token_embd.weight".into(),
+        vec![d, v],
+        w.tok_embed.to_f32().into_owned(),
+    );
     add(
         "position_embd.weight".into(),
         vec![d, c.context as u64],
         w.pos_embed.clone().unwrap(),
     );
-    let cat = |parts: &[&Vec<f32>]| parts.iter().flat_map(|p| p.iter().copied()).collect();
+    let cat =
+        |parts: &[&model::Matrix]| parts.iter().flat_map(|p| p.to_f32().into_owned()).collect();
     for (l, lw) in w.layers.iter().enumerate() {
         let p = format!("blk.{l}.");
         for (name, norm) in [("attn_norm", &lw.attn_norm), ("ffn_norm", &lw.mlp_norm)] {
@@ -484,7 +489,7 @@ fn gguf_gpt2_holds_the_same_model_as_its_folder() {
         add(
             format!("{p}attn_qkv.bias"),
             vec![3 * d],
-            cat(&[&b(q), &b(k), &b(vv)]),
+            [b(q), b(k), b(vv)].concat(),
         );
         let Mlp::Plain { up, down } = &lw.mlp else {
             panic!("gpt2 has a plain MLP")
@@ -494,7 +499,11 @@ fn gguf_gpt2_holds_the_same_model_as_its_folder() {
             ("ffn_up", up, vec![d, ff]),
             ("ffn_down", down, vec![ff, d]),
         ] {
-            add(format!("{p}{name}.weight"), dims, lin.w.clone());
+            add(
+                format!("{p}{name}.weight"),
+                dims,
+                lin.w.to_f32().into_owned(),
+            );
             add(format!("{p}{name}.bias"), vec![lin.out_dim as u64], b(lin));
         }
     }

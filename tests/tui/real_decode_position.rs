@@ -85,6 +85,15 @@ fn check_decoding(s: &State, d: &Decoding) {
     assert_eq!(d.tokens(), g.tokens(), "the view's tokens are generate's");
     assert!(!d.steps.is_empty());
     let mut seq = session.ids.clone();
+    // A decode step multiplies quantized weights by int8-quantized activations (llama.cpp's
+    // way); a forward over the whole text is exact. That is the one difference allowed, to
+    // the tolerance the real-model tests give quantized files.
+    let quantized = w.layers[0].wq.w.as_quant().is_some();
+    let (prob_tol, attn_tol) = if quantized {
+        (5e-2, 1e-1)
+    } else {
+        (1e-4, 1e-5)
+    };
     for (t, step) in d.steps.iter().enumerate() {
         assert_eq!(step.pos, seq.len(), "step {t}");
         let out = forward(
@@ -98,24 +107,38 @@ fn check_decoding(s: &State, d: &Decoding) {
         )
         .unwrap();
         let logits = out.logits.unwrap();
-        let top = top_k(&logits, step.candidates.len());
+        let top = top_k(&logits, logits.len());
         assert_eq!(top[0].id, step.token, "step {t}: greedy is the argmax");
-        for (a, b) in top.iter().zip(&step.candidates) {
-            assert_eq!(a.id, b.top.id, "step {t}");
-            assert!((a.prob - b.top.prob).abs() < 1e-4, "step {t}: {a:?} {b:?}");
+        for (i, b) in step.candidates.iter().enumerate() {
+            // Near-ties may swap places under int8 activations; each candidate's
+            // probability is still the full pass's probability of that token.
+            if !quantized {
+                assert_eq!(top[i].id, b.top.id, "step {t}");
+            }
+            let a = top.iter().find(|a| a.id == b.top.id).unwrap();
+            assert!(
+                (a.prob - b.top.prob).abs() < prob_tol,
+                "step {t}: {a:?} {b:?}"
+            );
         }
         // The newest token's attention over the cache is the last row of the full pass.
         let n = seq.len();
+        let mut worst = 0f32;
         for l in 0..cfg.layers {
             for h in 0..cfg.heads {
                 let row = step.row(l, h);
                 assert_eq!(row.len(), n);
                 let full = &out.attention[l][(h * n + n - 1) * n..(h * n + n) * n];
                 for (j, (a, b)) in row.iter().zip(full).enumerate() {
-                    assert!((a - b).abs() < 1e-5, "step {t} layer {l} head {h} key {j}");
+                    worst = worst.max((a - b).abs());
+                    assert!(
+                        (a - b).abs() < attn_tol,
+                        "step {t} layer {l} head {h} key {j}: {a} vs {b}"
+                    );
                 }
             }
         }
+        eprintln!("step {t}: worst attention difference {worst:.2e}");
         // K and V of every KV head of every layer, f32, for each cached token.
         let per_token = cfg.layers * 2 * cfg.kv_heads * cfg.d_head * 4;
         assert_eq!(step.cache_bytes, n * per_token, "step {t}");
