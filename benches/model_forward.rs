@@ -9,6 +9,11 @@
 //! - `generate THREADS NEW ID,ID,..`: NEW greedy tokens after the prompt ids (the prefill
 //!   makes the first, then NEW - 1 steps over the KV cache; no EOS stop), as `generate`
 //!   runs them. Answers `ms M` for the whole call.
+//! - `prefill THREADS ID,ID,..`: the prompt fed to a fresh KV cache as `generate` starts:
+//!   no attention weights kept, the last row's logits only (what llama.cpp's prompt
+//!   evaluation computes). Answers `ms M`.
+//! - `decode THREADS NEW ID,ID,..`: the prefill, then NEW greedy steps over the KV cache
+//!   (no EOS stop). Answers `ms M` with M the mean wall time of one cached step.
 //! - `quit`.
 //!
 //! Every answer line starts with `ms` or `error`; nothing else is printed on stdout. On
@@ -21,7 +26,7 @@
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-use attnviz::model::generate::{GenerateOptions, generate};
+use attnviz::model::generate::{Decoder, GenerateOptions, generate};
 use attnviz::model::{ForwardOptions, LoadedModel, LogitRows, forward, load};
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
@@ -59,6 +64,8 @@ fn main() {
             ["quit"] => break,
             ["forward", t, attn, ids] => run_forward(&m, t, attn, ids),
             ["generate", t, new, ids] => run_generate(&m, t, new, ids),
+            ["prefill", t, ids] => run_prefill(&m, t, ids),
+            ["decode", t, new, ids] => run_decode(&m, t, new, ids),
             _ => Err(format!("unknown request {line:?}")),
         };
         let text = match answer {
@@ -153,4 +160,47 @@ fn run_generate(
         }
         Ok(g)
     })
+}
+
+fn run_prefill(m: &LoadedModel, t: &str, ids: &str) -> Result<(f64, Option<f64>), String> {
+    let ids = parse_ids(ids)?;
+    let opts = ForwardOptions {
+        threads: Some(threads(t)?),
+        keep_attention: false,
+        ..ForwardOptions::default()
+    };
+    let mut dec =
+        Decoder::new(&m.config, &m.weights, &opts, ids.len()).map_err(|e| e.to_string())?;
+    timed(|| dec.feed(&ids).map_err(|e| e.to_string()))
+}
+
+fn run_decode(
+    m: &LoadedModel,
+    t: &str,
+    new: &str,
+    ids: &str,
+) -> Result<(f64, Option<f64>), String> {
+    let ids = parse_ids(ids)?;
+    let new: usize = new
+        .parse()
+        .map_err(|e| format!("bad token count {new:?}: {e}"))?;
+    if new < 2 {
+        return Err("decode needs at least 2 new tokens (the first comes from the prefill)".into());
+    }
+    let opts = GenerateOptions {
+        max_tokens: new,
+        forward: ForwardOptions {
+            threads: Some(threads(t)?),
+            keep_attention: false,
+            ..ForwardOptions::default()
+        },
+        ..GenerateOptions::default()
+    };
+    let g = generate(&m.config, &m.weights, &ids, &opts, |_| true).map_err(|e| e.to_string())?;
+    if g.steps.len() != new {
+        return Err(format!("made {} tokens, not {new}", g.steps.len()));
+    }
+    let cached = &g.steps[1..];
+    let ms = cached.iter().map(|s| s.ms).sum::<f64>() / cached.len() as f64;
+    Ok((ms, None))
 }

@@ -96,6 +96,15 @@ pub struct TuiArgs {
     /// the app shows its computation of --tokens, layer by layer.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// With --model: a message to an instruct model, wrapped in its chat template (one
+    /// user turn); the app shows the template's tokens and the decode view answers.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "model",
+        conflicts_with = "tokens"
+    )]
+    pub chat: Option<String>,
     /// Number of query heads.
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub heads: Option<usize>,

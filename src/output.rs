@@ -152,14 +152,15 @@ impl OutFile {
         Staged::create(&target).map(OutFile::Staged)
     }
 
-    /// Write the whole output (to the staged file, or in place).
+    /// Write the whole output, or its next part (to the staged file, or in place).
     pub fn write(&self, bytes: &[u8]) -> Result<()> {
         match self {
             OutFile::Staged(s) => s.write(bytes),
             OutFile::InPlace(path) => {
                 let fail = |e: io::Error| Error::file(path, format!("cannot write: {e}"));
+                // Append: an output written in parts (a layer at a time) follows its header.
                 let mut f = fs::OpenOptions::new()
-                    .write(true)
+                    .append(true)
                     .open(path)
                     .map_err(fail)?;
                 f.write_all(bytes).and_then(|()| f.flush()).map_err(fail)

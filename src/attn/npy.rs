@@ -10,7 +10,7 @@ use std::io::{BufReader, Seek};
 use std::path::Path;
 
 use ndarray::{ArrayD, Dimension, IxDyn};
-use ndarray_npy::npy::header::{Header, ParseHeaderError, ReadHeaderError};
+use ndarray_npy::npy::header::{Header, Layout, ParseHeaderError, ReadHeaderError};
 use ndarray_npy::{ReadableElement, WritableElement, WriteNpyExt};
 
 use crate::attn::limits;
@@ -239,6 +239,18 @@ pub fn write_f32(path: &Path, a: &ArrayD<f32>) -> Result<()> {
     crate::output::write_file(path, &bytes)
 }
 
+/// The header of a .npy file holding little-endian f32 of `shape` in C order, for a
+/// writer that streams the data after it in parts (a layer at a time).
+pub fn f32_header(shape: &[usize]) -> Result<Vec<u8>> {
+    Header {
+        type_descriptor: <f32 as WritableElement>::type_descriptor(),
+        layout: Layout::Standard,
+        shape: shape.to_vec(),
+    }
+    .to_bytes()
+    .map_err(|e| Error::Internal(format!("cannot format a .npy header: {e}")))
+}
+
 /// Write an f64 array.
 pub fn write_f64(path: &Path, a: &ArrayD<f64>) -> Result<()> {
     write(path, a, NpyDtype::F64)
@@ -253,6 +265,19 @@ pub fn write(path: &Path, a: &ArrayD<f64>, dtype: NpyDtype) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_header_reads_back_as_the_whole_array() {
+        for shape in [vec![3usize], vec![2, 3, 1, 4]] {
+            let len: usize = shape.iter().product();
+            let data: Vec<f32> = (0..len).map(|x| x as f32 * 0.5 - 1.0).collect();
+            let mut bytes = f32_header(&shape).unwrap();
+            assert_eq!(bytes.len() % 64, 0);
+            bytes.extend(data.iter().flat_map(|x| x.to_le_bytes()));
+            let whole = ArrayD::from_shape_vec(IxDyn(&shape), data).unwrap();
+            assert_eq!(bytes, encode_any(&whole).unwrap());
+        }
+    }
 
     #[test]
     fn dtypes_are_named_with_their_fix() {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::model_input::{input_ids, to_json};
 use crate::cli::{HeadSort, HeadsArgs};
 use crate::error::{Error, Result};
-use crate::model::forward::{ForwardOptions, LogitRows, forward};
+use crate::model::forward::{ForwardOptions, LogitRows, check_weight_budget, forward_with};
 use crate::model::load;
 use crate::model::load::LoadedModel;
 use crate::model::probe::{REPEAT_T, repeated_random};
@@ -74,13 +74,13 @@ pub fn run(args: &HeadsArgs) -> Result<()> {
         logits: LogitRows::Last,
         ..ForwardOptions::default()
     };
-    let out = forward(cfg, &m.weights, &ids, &opts)?;
     let n = ids.len();
+    check_weight_budget(cfg, n, "heads")?;
     // The model's own mask: causal rows see i + 1 keys, bidirectional rows all n.
     let causal = cfg.causal;
     let group = cfg.heads / cfg.kv_heads.max(1);
     let mut rows = Vec::with_capacity(cfg.layers * cfg.heads);
-    for (layer, attn) in out.attention.iter().enumerate() {
+    forward_with(cfg, &m.weights, &ids, &opts, |layer, attn| {
         for head in 0..cfg.heads {
             let a = &attn[head * n * n..(head + 1) * n * n];
             let scores = head_scores(a, &ids, |i| if causal { i + 1 } else { n });
@@ -91,7 +91,8 @@ pub fn run(args: &HeadsArgs) -> Result<()> {
                 scores,
             });
         }
-    }
+        Ok(())
+    })?;
     if args.json {
         return crate::output::print(&to_json(&rows)?);
     }

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use ndarray::{ArrayD, IxDyn};
 use serde::Serialize;
 
 use super::model_input::{
@@ -14,7 +13,10 @@ use super::model_input::{
 };
 use crate::cli::ModelRunArgs;
 use crate::error::{Error, Result};
-use crate::model::{forward, load, scores, token_loss, top_k};
+use crate::model::forward::{ForwardOptions, LogitRows, check_weight_budget, forward_with};
+use crate::model::scores::Rollout;
+use crate::model::{load, top_k};
+use crate::output::OutFile;
 
 #[derive(Serialize)]
 struct TopJson {
@@ -50,27 +52,76 @@ struct RunJson {
     timing: Timing,
 }
 
+/// Longest text `--rollout` multiplies out (n^3 per layer: 1,024 tokens on 30 layers take
+/// seconds, 4,096 would take minutes).
+pub const MAX_ROLLOUT_TOKENS: usize = 1024;
+
+/// Largest `--attn-out` file written.
+pub const MAX_ATTN_OUT_BYTES: u64 = 8 << 30;
+
 pub fn run(args: &ModelRunArgs) -> Result<()> {
     let t = Instant::now();
     let m = load(&args.model)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let ids = input_ids(&m, args.input.text.as_deref(), args.input.ids.as_deref())?;
-    if let Some(out) = &args.attn_out {
-        let files = model_files(&m);
-        let inputs: Vec<(&str, &Path)> = files.iter().map(|p| ("MODEL", p.as_path())).collect();
-        crate::output::refuse_overwrite("--attn-out", out, &inputs)?;
-    }
     let cfg = &m.config;
-    let opts = forward_options(&args.forward);
-    let t = Instant::now();
-    let out = forward(cfg, &m.weights, &ids, &opts)?;
-    let forward_ms = t.elapsed().as_secs_f64() * 1e3;
     let n = ids.len();
+    let attn_out = match &args.attn_out {
+        Some(out) => {
+            let files = model_files(&m);
+            let inputs: Vec<(&str, &Path)> = files.iter().map(|p| ("MODEL", p.as_path())).collect();
+            crate::output::refuse_overwrite("--attn-out", out, &inputs)?;
+            check_weight_budget(cfg, n, "--attn-out")?;
+            let shape = [cfg.layers, cfg.heads, n, n];
+            let bytes = shape.iter().map(|&x| x as u64).product::<u64>() * 4;
+            if bytes > MAX_ATTN_OUT_BYTES {
+                return Err(Error::usage(format!(
+                    "--attn-out: {n} tokens give a file of {} x {} x {n} x {n} f32 weights ({} MB), over the limit of {} MB; give a shorter text",
+                    cfg.layers,
+                    cfg.heads,
+                    bytes / 1_000_000,
+                    MAX_ATTN_OUT_BYTES / 1_000_000
+                )));
+            }
+            let file = OutFile::create(out)?;
+            file.write(&crate::attn::npy::f32_header(&shape)?)?;
+            Some(file)
+        }
+        None => None,
+    };
+    if args.rollout {
+        if n > MAX_ROLLOUT_TOKENS {
+            return Err(Error::usage(format!(
+                "--rollout: the text is {n} tokens; rollout multiplies n x n matrices of every layer and takes at most {MAX_ROLLOUT_TOKENS} tokens"
+            )));
+        }
+        check_weight_budget(cfg, n, "--rollout")?;
+    }
+    let opts = ForwardOptions {
+        keep_attention: attn_out.is_some() || args.rollout,
+        logits: LogitRows::LastAndLoss,
+        ..forward_options(&args.forward)
+    };
+    let mut rollout = args.rollout.then(|| Rollout::new(n));
+    let t = Instant::now();
+    let out = forward_with(cfg, &m.weights, &ids, &opts, |_, attn| {
+        if let Some(r) = rollout.as_mut() {
+            r.push_layer(attn, cfg.heads);
+        }
+        if let Some(file) = &attn_out {
+            let bytes: Vec<u8> = attn.iter().flat_map(|x| x.to_le_bytes()).collect();
+            file.write(&bytes)?;
+        }
+        Ok(())
+    })?;
+    let forward_ms = t.elapsed().as_secs_f64() * 1e3;
+    if let Some(file) = attn_out {
+        file.commit()?;
+    }
 
-    let (top_next, losses) = match &out.logits {
-        Some(logits) if cfg.causal => {
-            let v = cfg.vocab;
-            let top: Vec<TopJson> = top_k(&logits[(n - 1) * v..n * v], args.top_k)
+    let (top_next, losses) = match (&out.logits, out.token_loss) {
+        (Some(logits), losses) if cfg.causal => {
+            let top: Vec<TopJson> = top_k(logits, args.top_k)
                 .into_iter()
                 .map(|t| TopJson {
                     id: t.id,
@@ -79,7 +130,7 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
                     prob: t.prob,
                 })
                 .collect();
-            (Some(top), Some(token_loss(logits, v, &ids)))
+            (Some(top), losses)
         }
         _ => (None, None),
     };
@@ -87,19 +138,12 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
         .as_ref()
         .filter(|l| !l.is_empty())
         .map(|l| l.iter().sum::<f64>() / l.len() as f64);
-    let rollout = args.rollout.then(|| {
-        scores::rollout(&out.attention, cfg.heads, n)
+    let rollout = rollout.map(|r| {
+        r.finish()
             .chunks(n)
             .map(<[f64]>::to_vec)
             .collect::<Vec<_>>()
     });
-
-    if let Some(path) = &args.attn_out {
-        let flat: Vec<f32> = out.attention.concat();
-        let a = ArrayD::from_shape_vec(IxDyn(&[cfg.layers, cfg.heads, n, n]), flat)
-            .map_err(|e| Error::Internal(format!("attention has the wrong size: {e}")))?;
-        crate::attn::npy::write_f32(path, &a)?;
-    }
 
     let res = RunJson {
         model: m.name.clone(),

@@ -228,7 +228,7 @@ impl Decoding {
         }
         let mask = session.mask();
         let tok = &session.model.tokenizer;
-        let stop: Vec<u32> = tok.eos_id().into_iter().collect();
+        let stop = session.stop.clone();
         let opts = GenerateOptions {
             max_tokens,
             temperature: 0.0,
@@ -242,7 +242,10 @@ impl Decoding {
                 ..session.options.clone()
             },
         };
-        let g = generate(cfg, &session.model.weights, &prompt, &opts, |_| true)?;
+        // The model's own numbers, as `model run` computes them (not int8 activations).
+        let g = crate::model::qmatmul::exact(|| {
+            generate(cfg, &session.model.weights, &prompt, &opts, |_| true)
+        })?;
         let geometry = CacheGeometry::of(cfg);
         let mut steps = Vec::with_capacity(g.steps.len());
         for s in g.steps {

@@ -11,6 +11,7 @@ use crate::model::block::{BlockCtx, Buffers, Keys, LayerOpts, block_forward};
 use crate::model::config::{ModelConfig, PosKind, RopeStyle};
 use crate::model::gemm::matmul_matrix;
 use crate::model::norm::norm_rows;
+use crate::model::predict::token_loss;
 use crate::model::rope::RopeTable;
 use crate::model::softcap::softcap_slice;
 use crate::model::trace::LayerTrace;
@@ -24,6 +25,34 @@ pub enum LogitRows {
     All,
     /// Only the last position's [1, vocab] (prediction, generation).
     Last,
+    /// The last position's [1, vocab], and every position's token loss in
+    /// [`ForwardOutput::token_loss`], computed a few rows at a time so that no [n, vocab]
+    /// buffer exists (a long text on a 262,144-token vocabulary would need gigabytes).
+    LastAndLoss,
+}
+
+/// Rows of logits computed at once for [`LogitRows::LastAndLoss`].
+const LOSS_CHUNK_ROWS: usize = 64;
+
+/// Most bytes that one layer's attention weights [heads, n, n] in f32 may take in a
+/// command that reads them (`heads`, `model run --attn-out` or `--rollout`): a pass keeps
+/// one layer's at a time, so with the model and its buffers a command stays under 1 GB.
+pub const MAX_LAYER_WEIGHT_BYTES: u64 = 512 << 20;
+
+/// Refuse a text whose one layer of attention weights would pass
+/// [`MAX_LAYER_WEIGHT_BYTES`], naming `what` needs them and the longest text that fits.
+pub fn check_weight_budget(cfg: &ModelConfig, n: usize, what: &str) -> Result<()> {
+    let bytes = cfg.heads as u64 * n as u64 * n as u64 * 4;
+    if bytes <= MAX_LAYER_WEIGHT_BYTES {
+        return Ok(());
+    }
+    let max = ((MAX_LAYER_WEIGHT_BYTES / 4 / cfg.heads.max(1) as u64) as f64).sqrt() as u64;
+    Err(Error::usage(format!(
+        "{what}: {n} tokens give each layer {} x {n} x {n} attention weights ({} MB), over the limit of {} MB a layer; give at most {max} tokens",
+        cfg.heads,
+        bytes / 1_000_000,
+        MAX_LAYER_WEIGHT_BYTES / 1_000_000
+    )))
 }
 
 /// Options of one forward pass; `Default` is the model as it is, all threads, attention
@@ -82,9 +111,12 @@ pub struct ForwardOutput {
     /// last block (post-norm), i.e. what the LM head reads.
     pub hidden: Vec<f32>,
     /// Per layer, the attention weights [heads, n, n] (row i: query i over keys j); empty
-    /// vectors when `keep_attention` is off.
+    /// vectors when `keep_attention` is off or when [`forward_with`] handed them to its sink.
     pub attention: Vec<Vec<f32>>,
     pub layer_trace: Option<LayerTrace>,
+    /// -ln p(token i | tokens < i) for i >= 1, with [`LogitRows::LastAndLoss`] on a causal
+    /// model with an LM head.
+    pub token_loss: Option<Vec<f64>>,
 }
 
 /// Options checked and turned into what the blocks use.
@@ -274,6 +306,39 @@ pub fn forward(
     ids: &[u32],
     opts: &ForwardOptions,
 ) -> Result<ForwardOutput> {
+    let mut attention = vec![Vec::new(); cfg.layers];
+    let mut out = forward_with(cfg, w, ids, opts, |l, a| {
+        attention[l] = a.to_vec();
+        Ok(())
+    })?;
+    if opts.keep_attention {
+        out.attention = attention;
+    }
+    Ok(out)
+}
+
+/// [`forward`], handing each layer's attention weights [heads, n, n] to `sink` as soon as
+/// the layer is done (when `keep_attention` is on) instead of keeping them all: one
+/// layer's weights are in memory at a time, so a caller can reduce, compress or stream
+/// them. [`ForwardOutput::attention`] is then empty. Every product is exact
+/// ([`crate::model::qmatmul::exact`]): a one-token text and the last row's logits too.
+pub fn forward_with(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    opts: &ForwardOptions,
+    sink: impl FnMut(usize, &[f32]) -> Result<()>,
+) -> Result<ForwardOutput> {
+    crate::model::qmatmul::exact(|| forward_exact(cfg, w, ids, opts, sink))
+}
+
+fn forward_exact(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    opts: &ForwardOptions,
+    mut sink: impl FnMut(usize, &[f32]) -> Result<()>,
+) -> Result<ForwardOutput> {
     let prep = Prepared::new(cfg, w, opts)?;
     let n = ids.len();
     if let Some(l) = opts.trace_layer
@@ -299,40 +364,86 @@ pub fn forward(
     let specs = layer_specs(cfg, &prep.masks, &shape)?;
     let ropes = prep.rope_tables(cfg, 0, n)?;
     let mut buf = Buffers::default();
-    let mut attention = vec![Vec::new(); cfg.layers];
+    let mut weights = Vec::new();
     let mut trace = None;
     for (l, lw) in w.layers.iter().enumerate() {
         let mut tr = (opts.trace_layer == Some(l)).then(|| LayerTrace::new(l));
         let lo = LayerOpts {
             ablate: &prep.ablate[l],
-            weights: opts.keep_attention.then_some(&mut attention[l]),
+            weights: opts.keep_attention.then_some(&mut weights),
             trace: tr.as_mut(),
         };
         let ctx = prep.ctx(cfg, ropes.as_ref(), l);
         let keys = Keys::Own { spec: &specs[l] };
         block_forward(&ctx, lw, &mut x, n, keys, &mut buf, lo)?;
+        if opts.keep_attention {
+            sink(l, &weights)?;
+        }
         if tr.is_some() {
             trace = tr;
         }
     }
+    drop(weights);
+    drop(buf);
     let hidden = final_hidden(cfg, w, x);
-    let rows = match opts.logits {
-        LogitRows::All => 0..n,
-        LogitRows::Last => n - 1..n,
+    let (logits, token_loss) = match opts.logits {
+        LogitRows::All => (lm_head(cfg, w, &hidden, n, prep.threads)?, None),
+        LogitRows::Last => (last_logits(cfg, w, &hidden, n, prep.threads)?, None),
+        LogitRows::LastAndLoss => {
+            let losses = if cfg.causal {
+                losses_by_chunks(cfg, w, &hidden, ids, prep.threads)?
+            } else {
+                None
+            };
+            (last_logits(cfg, w, &hidden, n, prep.threads)?, losses)
+        }
     };
-    let logits = lm_head(
-        cfg,
-        w,
-        &hidden[rows.start * cfg.d_model..],
-        rows.len(),
-        prep.threads,
-    )?;
     Ok(ForwardOutput {
         logits,
         hidden,
-        attention,
+        attention: vec![Vec::new(); cfg.layers],
         layer_trace: trace,
+        token_loss,
     })
+}
+
+/// The last row's logits [1, vocab].
+fn last_logits(
+    cfg: &ModelConfig,
+    w: &Weights,
+    hidden: &[f32],
+    n: usize,
+    threads: usize,
+) -> Result<Option<Vec<f32>>> {
+    lm_head(cfg, w, &hidden[(n - 1) * cfg.d_model..], 1, threads)
+}
+
+/// -ln p(ids[i] | ids[..i]) for i >= 1, the LM head run on [`LOSS_CHUNK_ROWS`] rows at a
+/// time; None when the model has no LM head.
+fn losses_by_chunks(
+    cfg: &ModelConfig,
+    w: &Weights,
+    hidden: &[f32],
+    ids: &[u32],
+    threads: usize,
+) -> Result<Option<Vec<f64>>> {
+    let (n, d) = (ids.len(), cfg.d_model);
+    let mut losses = Vec::with_capacity(n.saturating_sub(1));
+    // Row r predicts token r + 1: rows 0..n-1.
+    let mut start = 0;
+    while start + 1 < n {
+        let rows = LOSS_CHUNK_ROWS.min(n - 1 - start);
+        let Some(logits) = lm_head(cfg, w, &hidden[start * d..], rows, threads)? else {
+            return Ok(None);
+        };
+        losses.extend(token_loss(
+            &logits,
+            cfg.vocab,
+            &ids[start..start + rows + 1],
+        ));
+        start += rows;
+    }
+    Ok(Some(losses))
 }
 
 /// x [n, d_model] = token embeddings (+ learned positions pos0.. + BERT's type 0 row),

@@ -8,6 +8,7 @@
 //! - [`hf`], [`hf_config`]: Hugging Face folders (config.json, safetensors);
 //! - [`tokenizer`]: the model's own tokenizer (tokenizer.json or GGUF metadata);
 //! - [`load`], [`find`]: a MODEL argument -> a loaded model; where models are found;
+//! - [`maps`]: every layer's attention weights kept compactly for the app;
 //! - [`matrix`]: a weight matrix, f32 or kept in its GGUF block type;
 //! - [`gemm`]: the products y = x w^T + b, threaded (f32: many rows in `dense`, one in
 //!   `gemv`; quantized: `qmatmul` on `qdot`'s block dot products);
@@ -41,6 +42,7 @@ pub mod gguf_llama;
 pub mod hf;
 pub mod hf_config;
 pub mod load;
+pub mod maps;
 pub mod matrix;
 mod mlp;
 mod norm;
@@ -60,7 +62,7 @@ pub mod trace;
 pub mod weights;
 
 pub use config::{Act, Arch, Details, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
-pub use forward::{ForwardOptions, ForwardOutput, LogitRows, forward};
+pub use forward::{ForwardOptions, ForwardOutput, LogitRows, forward, forward_with};
 pub use load::{Format, LoadedModel, ModelInfo, inspect, load};
 pub use matrix::Matrix;
 pub use predict::{TopToken, token_loss, top_k};

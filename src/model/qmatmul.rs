@@ -12,7 +12,9 @@
 //! By default one row of x runs on int8 and several rows on tiles: a forward over a text
 //! (what `model run` shows and the real-model tests compare with transformers, attention
 //! within 2e-4) must be the exact product; int8 activations change attention weights by
-//! about 1e-3 on SmolLM2 (docs/performance.md). [`QMATMUL_ENV`] forces one path.
+//! about 1e-3 on SmolLM2 (docs/performance.md). [`exact`] puts every product of a closure
+//! on the tiles (the forward pass and the app's decoding use it); [`QMATMUL_ENV`] forces
+//! one path everywhere.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -47,16 +49,40 @@ pub enum QPath {
     Tiles,
 }
 
+thread_local! {
+    /// The path [`exact`] asks for on this thread while its closure runs.
+    static FORCED: std::cell::Cell<Option<QPath>> = const { std::cell::Cell::new(None) };
+}
+
 impl QPath {
-    /// The path for m rows of x: [`QMATMUL_ENV`] if set, else int8 for one row.
+    /// The path for m rows of x: [`QMATMUL_ENV`] if set, else the tiles inside [`exact`],
+    /// else int8 for one row.
     pub fn for_rows(m: usize) -> QPath {
         match std::env::var(QMATMUL_ENV).as_deref().map(str::trim) {
             Ok("int8") => QPath::Int8,
             Ok("f32") => QPath::Tiles,
-            _ if m <= 1 => QPath::Int8,
-            _ => QPath::Tiles,
+            _ => match FORCED.get() {
+                Some(path) => path,
+                None if m <= 1 => QPath::Int8,
+                None => QPath::Tiles,
+            },
         }
     }
+}
+
+/// Run `f` with every quantized product this thread starts on the exact path (dequantized
+/// tiles), one row or many: what a forward over a text and the app's decoding show must be
+/// the model's own numbers, not int8 activations' (on SmolLM2 a greedy chat reply changes
+/// from "The capital of France is Paris." to another answer with them, as in llama.cpp).
+pub fn exact<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<QPath>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORCED.set(self.0);
+        }
+    }
+    let _restore = Restore(FORCED.replace(Some(QPath::Tiles)));
+    f()
 }
 
 /// One product of a call: y [m, n] = x W^T (+ bias), W [n, k], bias [n].

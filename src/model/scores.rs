@@ -72,10 +72,34 @@ pub fn head_scores(a: &[f32], ids: &[u32], visible: impl Fn(usize) -> usize) -> 
 /// Attention rollout over layers: per layer A_l = 0.5 mean_h(A_l) + 0.5 I with rows
 /// renormalised, then A_{L-1} ... A_1 A_0. `layers[l]` is [heads, n, n]; the result n x n.
 pub fn rollout(layers: &[Vec<f32>], heads: usize, n: usize) -> Vec<f64> {
-    let mut acc: Vec<f64> = (0..n * n)
-        .map(|x| if x / n == x % n { 1.0 } else { 0.0 })
-        .collect();
+    let mut r = Rollout::new(n);
     for attn in layers {
+        r.push_layer(attn, heads);
+    }
+    r.finish()
+}
+
+/// [`rollout`] one layer at a time, so that a caller need not keep every layer's weights:
+/// it holds the n x n product so far.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    n: usize,
+    acc: Vec<f64>,
+}
+
+impl Rollout {
+    pub fn new(n: usize) -> Rollout {
+        Rollout {
+            n,
+            acc: (0..n * n)
+                .map(|x| if x / n == x % n { 1.0 } else { 0.0 })
+                .collect(),
+        }
+    }
+
+    /// Multiply the next layer's A_l [heads, n, n] in from the left.
+    pub fn push_layer(&mut self, attn: &[f32], heads: usize) {
+        let n = self.n;
         debug_assert_eq!(attn.len(), heads * n * n);
         let mut a = vec![0.0f64; n * n];
         for h in 0..heads {
@@ -103,13 +127,17 @@ pub fn rollout(layers: &[Vec<f32>], heads: usize, n: usize) -> Vec<f64> {
                     continue;
                 }
                 for j in 0..n {
-                    next[i * n + j] += aik * acc[k * n + j];
+                    next[i * n + j] += aik * self.acc[k * n + j];
                 }
             }
         }
-        acc = next;
+        self.acc = next;
     }
-    acc
+
+    /// The product, n x n row-major.
+    pub fn finish(self) -> Vec<f64> {
+        self.acc
+    }
 }
 
 #[cfg(test)]

@@ -14,10 +14,12 @@ use crate::engine::config::MaskKind;
 use crate::engine::limits;
 use crate::engine::pipeline::{BlockMlp, BlockNorm, BlockTensors, Pipeline};
 use crate::error::{Error, Result};
+use crate::model::chat::chat_prompt;
 use crate::model::config::{Arch, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
-use crate::model::forward::{ForwardOptions, forward};
+use crate::model::forward::{ForwardOptions, LogitRows, forward, forward_with};
 use crate::model::load::LoadedModel;
-use crate::model::predict::{TopToken, token_loss, top_k};
+use crate::model::maps::AttentionMaps;
+use crate::model::predict::{TopToken, top_k};
 use crate::model::trace::LayerTrace;
 use crate::model::weights::ExtraNorms;
 use crate::model::weights::{Linear, Mlp};
@@ -48,8 +50,8 @@ pub struct ModelSession {
     pub pieces: Vec<String>,
     /// The interventions in force (ablation, mask, RoPE base, no positions).
     pub options: ForwardOptions,
-    /// Per layer, [heads, n, n] attention weights.
-    pub attention: Vec<Vec<f32>>,
+    /// Every layer's [heads, n, n] attention weights, kept in 2 bytes each.
+    pub attention: AttentionMaps,
     /// After the last token (causal models with an LM head).
     pub top_next: Vec<TopToken>,
     /// -ln p(token i | tokens < i), i >= 1 (causal models).
@@ -57,6 +59,9 @@ pub struct ModelSession {
     pub forward_ms: f64,
     /// The model's own run, when this one has interventions (`intervened`).
     pub baseline: Option<Arc<Baseline>>,
+    /// Tokens that end a reply when the app decodes: the end-of-sequence token, or a chat
+    /// template's end-of-turn tokens ([`ModelSession::chat`]).
+    pub stop: Vec<u32>,
 }
 
 impl std::fmt::Debug for ModelSession {
@@ -101,6 +106,7 @@ impl ModelSession {
             )));
         }
         let pieces = ids.iter().map(|&id| model.tokenizer.piece(id)).collect();
+        let stop = model.tokenizer.eos_id().into_iter().collect();
         let mut s = ModelSession {
             model,
             ids,
@@ -110,13 +116,28 @@ impl ModelSession {
                 trace_layer: None,
                 ..options
             },
-            attention: Vec::new(),
+            attention: AttentionMaps::default(),
             top_next: Vec::new(),
             token_loss: Vec::new(),
             forward_ms: 0.0,
             baseline: None,
+            stop,
         };
         s.run()?;
+        Ok(s)
+    }
+
+    /// A user's `message` wrapped in the model's chat template (one user turn, the
+    /// generation prompt added): the session runs on the template's tokens, and decoding
+    /// stops at its end-of-turn tokens.
+    pub fn chat(
+        model: LoadedModel,
+        message: &str,
+        options: ForwardOptions,
+    ) -> Result<ModelSession> {
+        let prompt = chat_prompt(&model.tokenizer, message)?;
+        let mut s = ModelSession::from_ids(model, prompt.ids, options)?;
+        s.stop = prompt.stop;
         Ok(s)
     }
 
@@ -141,11 +162,12 @@ impl ModelSession {
                 trace_layer: None,
                 ..options
             },
-            attention: Vec::new(),
+            attention: AttentionMaps::default(),
             top_next: Vec::new(),
             token_loss: Vec::new(),
             forward_ms: 0.0,
             baseline: None,
+            stop: self.stop.clone(),
         };
         s.run()?;
         let plain = s.options.same_interventions(&baseline.options);
@@ -162,18 +184,25 @@ impl ModelSession {
     pub fn run(&mut self) -> Result<()> {
         let t = Instant::now();
         let cfg = &self.model.config;
-        let out = forward(cfg, &self.model.weights, &self.ids, &self.options)?;
+        let n = self.ids.len();
+        let mut maps = AttentionMaps::new(n, cfg.heads);
+        let opts = ForwardOptions {
+            logits: LogitRows::LastAndLoss,
+            ..self.options.clone()
+        };
+        let out = forward_with(cfg, &self.model.weights, &self.ids, &opts, |_, a| {
+            maps.push_layer(a);
+            Ok(())
+        })?;
         self.forward_ms = t.elapsed().as_secs_f64() * 1e3;
-        self.attention = out.attention;
+        self.attention = maps;
         self.top_next.clear();
         self.token_loss.clear();
         if let Some(logits) = &out.logits
             && cfg.causal
         {
-            let v = cfg.vocab;
-            let n = self.ids.len();
-            self.top_next = top_k(&logits[(n - 1) * v..n * v], TOP_NEXT);
-            self.token_loss = token_loss(logits, v, &self.ids);
+            self.top_next = top_k(logits, TOP_NEXT);
+            self.token_loss = out.token_loss.unwrap_or_default();
         }
         Ok(())
     }
@@ -192,10 +221,20 @@ impl ModelSession {
             .then(|| self.token_loss.iter().sum::<f64>() / self.token_loss.len() as f64)
     }
 
-    /// Head `h`'s weights of `layer`, [n, n] row-major.
-    pub fn head_weights(&self, layer: usize, h: usize) -> &[f32] {
-        let n = self.n();
-        &self.attention[layer][h * n * n..(h + 1) * n * n]
+    /// Head `h`'s weights of `layer`, [n, n] row-major (within [`crate::model::maps::MAX_ERROR`] of the
+    /// forward pass's f32 weights).
+    pub fn head_weights(&self, layer: usize, h: usize) -> Vec<f32> {
+        self.attention.head(layer, h)
+    }
+
+    /// Row `i` of head `h`'s weights in `layer`, [n].
+    pub fn row_weights(&self, layer: usize, h: usize, i: usize) -> Vec<f32> {
+        self.attention.row(layer, h, i)
+    }
+
+    /// One weight: query `i` on key `j`, head `h` of `layer`.
+    pub fn weight(&self, layer: usize, h: usize, i: usize, j: usize) -> f32 {
+        self.attention.get(layer, h, i, j)
     }
 
     /// The mask in force: the model's own, or the `--mask` that replaces it.

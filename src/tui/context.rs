@@ -155,9 +155,10 @@ impl Source {
                 }
                 // Too long for every stage in f64: the layer's weights alone.
                 let (h, n) = (session.config().heads, session.n());
-                let attn = Array3::from_shape_fn((h, n, n), |(hh, i, j)| {
-                    session.head_weights(*layer, hh)[i * n + j] as f64
-                });
+                let heads: Vec<Vec<f32>> =
+                    (0..h).map(|hh| session.head_weights(*layer, hh)).collect();
+                let attn =
+                    Array3::from_shape_fn((h, n, n), |(hh, i, j)| heads[hh][i * n + j] as f64);
                 Pipeline::from_weights(session.pieces.clone(), attn)
             }
         }

@@ -178,30 +178,49 @@ pub const MODEL_TEXT: &str = "The cat sat on the mat. The cat sat on the";
 
 /// `attnviz --model MODEL [--tokens TEXT]`: the app on a real model's computation.
 pub fn run_model(model: &str, args: &TuiArgs) -> Result<()> {
-    let state = model_state(
-        model,
-        args.tokens.as_deref(),
-        AppOptions::interactive(
-            args.lang,
-            args.theme,
-            args.ascii,
-            args.no_mouse,
-            String::new(),
-        ),
-    )?;
+    let options = AppOptions::interactive(
+        args.lang,
+        args.theme,
+        args.ascii,
+        args.no_mouse,
+        String::new(),
+    );
+    let state = match &args.chat {
+        Some(message) => chat_state(model, message, options)?,
+        None => model_state(model, args.tokens.as_deref(), options)?,
+    };
     terminal::ensure_terminal()?;
     app::run(state)
 }
 
 /// The app's state on a real model (also for tests and recordings): the model loaded,
 /// the text run through it, the pipeline view on its first layer.
-pub fn model_state(model: &str, text: Option<&str>, mut options: AppOptions) -> Result<State> {
+pub fn model_state(model: &str, text: Option<&str>, options: AppOptions) -> Result<State> {
     let loaded = crate::model::load::load(model)?;
     let session = crate::model::session::ModelSession::new(
         loaded,
         text.unwrap_or(MODEL_TEXT),
         crate::model::forward::ForwardOptions::default(),
     )?;
+    real_state(session, options)
+}
+
+/// The app on a real model's computation of `message` in its chat template (`--chat`):
+/// the template's tokens on screen, and the decode view stops at its end-of-turn token.
+pub fn chat_state(model: &str, message: &str, options: AppOptions) -> Result<State> {
+    let loaded = crate::model::load::load(model)?;
+    let session = crate::model::session::ModelSession::chat(
+        loaded,
+        message,
+        crate::model::forward::ForwardOptions::default(),
+    )?;
+    real_state(session, options)
+}
+
+fn real_state(
+    session: crate::model::session::ModelSession,
+    mut options: AppOptions,
+) -> Result<State> {
     options.title = session.describe();
     State::new(
         Source::Real {

@@ -410,3 +410,43 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+/// A long text: `model run` needs no n x n weights and gives every token's loss; the
+/// commands that read attention weights refuse a text whose one layer of weights passes
+/// their limit, naming it and the longest text that fits, before any forward pass.
+#[test]
+fn long_texts_run_without_weights_and_weight_readers_name_their_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = llama(dir.path());
+    let m = m.to_str().unwrap();
+    let ids: Vec<u64> = (0..6000u64).map(|i| 3 + i * 7 % 90).collect();
+    let list = join(&ids);
+    let v = json(&["model", "run", m, "--ids", &list, "--json"]);
+    assert_eq!(v["n"], 6000);
+    let losses = f64s(&v["token_loss"]);
+    assert_eq!(losses.len(), 5999);
+    assert!(losses.iter().all(|l| l.is_finite() && *l >= 0.0));
+
+    // 4 heads x 6000 x 6000 f32 = 576 MB a layer, over 512 MiB.
+    let err = fails(&["heads", m, "--ids", &list]);
+    assert!(err.contains("heads: 6000 tokens"), "{err}");
+    assert!(err.contains("give at most 5792 tokens"), "{err}");
+    let out = dir.path().join("a.npy");
+    let err = fails(&[
+        "model",
+        "run",
+        m,
+        "--ids",
+        &list,
+        "--attn-out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--attn-out: 6000 tokens"), "{err}");
+    assert!(!out.exists(), "nothing written");
+    let long = join(&ids[..1100]);
+    let err = fails(&["model", "run", m, "--ids", &long, "--rollout"]);
+    assert!(
+        err.contains("--rollout") && err.contains("at most 1024 tokens"),
+        "{err}"
+    );
+}

@@ -4,7 +4,9 @@
 use crate::model_common;
 
 use attnviz::engine::config::MaskKind;
-use attnviz::model::{ForwardOptions, LogitRows, ModelConfig, Weights, forward, token_loss, top_k};
+use attnviz::model::{
+    ForwardOptions, LogitRows, ModelConfig, Weights, forward, forward_with, token_loss, top_k,
+};
 use model_common::{RefMask, RefOpts, assert_close, reference};
 
 const N: usize = 13;
@@ -518,4 +520,45 @@ fn long_input_spans_several_kernel_tiles() {
         ..RefOpts::default()
     };
     check("llama n=150 window:70", &cfg, &w, &ids, &window, &r);
+}
+
+/// `LogitRows::LastAndLoss` computes the LM head a few rows at a time: the same losses and
+/// last row as all of [n, vocab] at once, for lengths around its 64-row chunks, and the
+/// sink of `forward_with` sees every layer's weights that `forward` keeps.
+#[test]
+fn losses_by_chunks_and_a_layer_sink_equal_the_whole_pass() {
+    let (cfg, w) = model_common::llama(29);
+    for n in [1usize, 2, 64, 65, 66, 130] {
+        let ids: Vec<u32> = (0..n as u32)
+            .map(|i| (i * 7 + 3) % cfg.vocab as u32)
+            .collect();
+        let whole = forward(&cfg, &w, &ids, &opts()).unwrap();
+        let logits = whole.logits.unwrap();
+        let want = token_loss(&logits, cfg.vocab, &ids);
+        let o = ForwardOptions {
+            logits: LogitRows::LastAndLoss,
+            ..opts()
+        };
+        let mut seen = Vec::new();
+        let part = forward_with(&cfg, &w, &ids, &o, |l, a| {
+            seen.push((l, a.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let got = part.token_loss.unwrap();
+        assert_eq!(got.len(), n - 1, "n {n}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() < 1e-5, "n {n} token {i}: {g} vs {w}");
+        }
+        let last: Vec<f64> = logits[(n - 1) * cfg.vocab..]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        assert_close("last row", part.logits.as_deref().unwrap(), &last, 1e-6);
+        assert_eq!(seen.len(), cfg.layers);
+        for ((l, a), kept) in seen.iter().zip(&whole.attention) {
+            assert_eq!(a, kept, "layer {l}");
+        }
+        assert!(part.attention.iter().all(Vec::is_empty));
+    }
 }

@@ -51,7 +51,7 @@ fn scores(s: &ModelSession) -> Vec<((usize, usize), HeadScores)> {
             let a = s.head_weights(l, h);
             out.push((
                 (l, h),
-                head_scores(a, &s.ids, |i| if causal { i + 1 } else { n }),
+                head_scores(&a, &s.ids, |i| if causal { i + 1 } else { n }),
             ));
         }
     }

