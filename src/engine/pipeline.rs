@@ -486,27 +486,62 @@ impl Pipeline {
             )));
         }
         check_weights_size(h, n_q, n_k)?;
-        check_finite("attention weights", &attn)?;
-        if let Some(((hh, i, j), w)) = attn.indexed_iter().find(|(_, w)| **w < 0.0) {
+        let heads = attn.outer_iter().map(|a| a.to_owned()).collect();
+        drop(attn);
+        Pipeline::from_head_weights(tokens, heads)
+    }
+
+    /// [`Pipeline::from_weights`] with one [n_q, n_k] matrix a head, each kept as given (a
+    /// model's 9 heads of 1,024 x 1,024 are never held twice).
+    pub fn from_head_weights(tokens: Vec<String>, heads: Vec<Array2<f64>>) -> Result<Pipeline> {
+        let h = heads.len();
+        let (n_q, n_k) = heads.first().map_or((0, 0), Array2::dim);
+        if h == 0 || n_q == 0 || n_k == 0 {
             return Err(Error::usage(format!(
-                "attention weights hold {w} at [{hh}, {i}, {j}]; weights are softmax outputs, never negative"
+                "attention weights of shape [{h}, {n_q}, {n_k}] are empty; every dimension must be at least 1"
             )));
+        }
+        if let Some((hh, a)) = heads
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.dim() != (n_q, n_k))
+        {
+            return Err(Error::usage(format!(
+                "attention weights of head {hh} are {:?}, not [{n_q}, {n_k}] as head 0's",
+                a.dim()
+            )));
+        }
+        check_weights_size(h, n_q, n_k)?;
+        for (hh, a) in heads.iter().enumerate() {
+            if let Some(((i, j), x)) = a.indexed_iter().find(|(_, x)| !x.is_finite()) {
+                return Err(Error::usage(format!(
+                    "attention weights hold {x} at [{hh}, {i}, {j}]; every value must be finite"
+                )));
+            }
+            if let Some(((i, j), w)) = a.indexed_iter().find(|(_, w)| **w < 0.0) {
+                return Err(Error::usage(format!(
+                    "attention weights hold {w} at [{hh}, {i}, {j}]; weights are softmax outputs, never negative"
+                )));
+            }
         }
         let labels = labels_for(tokens, n_q, n_k)?;
         let why = "only the attention weights were loaded";
+        let mut heads = Some(heads);
         let stages = StageId::ALL
             .into_iter()
             .map(|id| {
                 if id != StageId::Softmax {
                     return Stage::unavailable(id, why);
                 }
-                let matrices = attn
-                    .outer_iter()
+                let matrices = heads
+                    .take()
+                    .unwrap_or_default()
+                    .into_iter()
                     .enumerate()
                     .map(|(hh, a)| {
                         Matrix::new(
                             format!("weights (head {})", hh + 1),
-                            a.to_owned(),
+                            a,
                             labels.queries.clone(),
                             labels.keys.clone(),
                         )

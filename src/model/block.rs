@@ -53,6 +53,9 @@ pub(crate) struct LayerOpts<'a> {
     pub ablate: &'a [usize],
     /// Where to write the attention weights [H, n, n_k], if wanted.
     pub weights: Option<&'a mut Vec<f32>>,
+    /// Only the last query's weights [H, 1, n_k] (a decoding step shows no other; a long
+    /// prompt's [H, n, n_k] would take gigabytes). Cached keys without a soft cap only.
+    pub last_row_only: bool,
     pub trace: Option<&'a mut LayerTrace>,
 }
 
@@ -255,15 +258,28 @@ pub(crate) fn block_forward(
             } else {
                 let (out, lse) =
                     cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?;
-                if want_weights {
+                let kv = KeyRows {
+                    k: cache.k.as_slice(),
+                    stride: capacity,
+                    len: n_k,
+                };
+                if want_weights && lo.last_row_only && lo.trace.is_none() {
+                    // The last query of each head alone: bottom-right alignment makes its
+                    // one-row mask the same as its row of the full one.
+                    let last = Mask::resolve(mask, 1, h, 1, n_k)?;
+                    let spec =
+                        AttnSpec::new(&shape(cfg, 1, n_k), last, false, Some(cfg.attn_scale()));
+                    let q_last: Vec<f32> = buf
+                        .qh
+                        .chunks_exact(n * dh)
+                        .flat_map(|head| head[(n - 1) * dh..].iter().copied())
+                        .collect();
+                    let lse_last: Vec<f32> = lse.chunks_exact(n).map(|l| l[n - 1]).collect();
+                    display_weights(cfg, &q_last, 1, &kv, &lse_last, &spec, t, &mut buf.scores)?;
+                } else if want_weights {
                     let full = Mask::resolve(mask, 1, h, n, n_k)?;
                     let spec =
                         AttnSpec::new(&shape(cfg, n, n_k), full, false, Some(cfg.attn_scale()));
-                    let kv = KeyRows {
-                        k: cache.k.as_slice(),
-                        stride: capacity,
-                        len: n_k,
-                    };
                     display_weights(cfg, &buf.qh, n, &kv, &lse, &spec, t, &mut buf.scores)?;
                     if let Some(tr) = lo.trace.as_deref_mut() {
                         trace_scores(cfg, &buf.qh, n, &kv, &spec, tr)?;

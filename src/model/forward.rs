@@ -371,6 +371,7 @@ fn forward_exact(
         let lo = LayerOpts {
             ablate: &prep.ablate[l],
             weights: opts.keep_attention.then_some(&mut weights),
+            last_row_only: false,
             trace: tr.as_mut(),
         };
         let ctx = prep.ctx(cfg, ropes.as_ref(), l);

@@ -116,12 +116,14 @@ impl<'m> Decoder<'m> {
             let lo = LayerOpts {
                 ablate: &self.prep.ablate[l],
                 weights: self.keep_attention.then_some(&mut weights[l]),
+                last_row_only: true,
                 trace: None,
             };
             block_forward(&ctx, lw, &mut x, n, keys, &mut self.buf, lo)?;
-            // Keep only the last query row of each head [heads, n_k] at once: a long
-            // prompt's [heads, n, n_k] weights of every layer would not all fit in memory.
-            if n > 1 && !weights[l].is_empty() {
+            // Keep only the last query row of each head [heads, n_k]: a long prompt's
+            // [heads, n, n_k] weights of every layer would not all fit in memory (the
+            // block computes only that row where it can).
+            if n > 1 && weights[l].len() == cfg.heads * n * (pos0 + n) {
                 weights[l] = last_rows(&weights[l], n, pos0 + n);
             }
         }

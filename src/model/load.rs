@@ -107,7 +107,9 @@ pub fn load_found(f: Found) -> Result<LoadedModel> {
             check_vocab(&f.path, &config, &tokenizer)?;
             let weights = gguf_llama::weights(&g, &config)?;
             let file_bytes = g.file_bytes;
+            // The header's parsed metadata (every token's text and score) is no longer needed.
             drop(g);
+            release_freed_memory();
             Ok(LoadedModel {
                 name: f.name,
                 path: f.path,

@@ -10,7 +10,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ndarray::Array3;
+use ndarray::{Array2, Array3};
 
 use crate::cli::{Lang, ThemeName};
 use crate::engine::config::{MaskKind, PeKind};
@@ -155,11 +155,13 @@ impl Source {
                 }
                 // Too long for every stage in f64: the layer's weights alone.
                 let (h, n) = (session.config().heads, session.n());
-                let heads: Vec<Vec<f32>> =
-                    (0..h).map(|hh| session.head_weights(*layer, hh)).collect();
-                let attn =
-                    Array3::from_shape_fn((h, n, n), |(hh, i, j)| heads[hh][i * n + j] as f64);
-                Pipeline::from_weights(session.pieces.clone(), attn)
+                let heads = (0..h)
+                    .map(|hh| {
+                        let w = session.head_weights(*layer, hh);
+                        Array2::from_shape_fn((n, n), |(i, j)| w[i * n + j] as f64)
+                    })
+                    .collect();
+                Pipeline::from_head_weights(session.pieces.clone(), heads)
             }
         }
     }
