@@ -28,14 +28,13 @@ mod lab;
 mod real;
 
 pub(crate) use inputs::HeadInputs;
-pub use lab::DecodeLab;
+pub use lab::{CACHE_DTYPE, DecodeLab};
 pub use real::RealDecodeLab;
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 
-use crate::cli::Dtype;
 use crate::engine::memory::decimal_bytes;
 use crate::tui::action::Action;
 use crate::tui::component::View;
@@ -53,9 +52,6 @@ const CMD_FIRST: u8 = 2;
 const CMD_LAST: u8 = 3;
 const CMD_GROUPS_DOWN: u8 = 4;
 const CMD_GROUPS_UP: u8 = 5;
-
-/// The dtype the cache bytes are given in: what deployed models keep K and V in.
-pub const CACHE_DTYPE: Dtype = Dtype::F16;
 
 static KEYS: &[Binding] = &[
     Binding {

@@ -8,8 +8,7 @@ use ratatui::style::Style;
 use ratatui::text::Span;
 use ratatui::widgets::Widget;
 
-use super::draw::label;
-use super::{CACHE_DTYPE, DecodeLab};
+use super::lab::{CACHE_DTYPE, DecodeLab, label};
 use crate::engine::memory::{decimal_bytes, group_digits};
 use crate::tui::context::Context;
 use crate::widgets::HBars;

@@ -6,8 +6,8 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Span;
 
-use super::DecodeLab;
 use super::cost::{render_cost, render_groups};
+use super::lab::{DecodeLab, label};
 use crate::engine::kv_cache::CacheLayout;
 use crate::engine::pipeline::Matrix;
 use crate::tui::context::Context;
@@ -21,10 +21,6 @@ fn focus(state: &Context, lab: &DecodeLab) -> (usize, usize) {
     let n = lab.decoding.steps.len();
     let t = state.cursor.0.min(n.saturating_sub(1));
     (t, state.cursor.1.min(t))
-}
-
-pub(super) fn label(tokens: &[String], i: usize) -> String {
-    tokens.get(i).cloned().unwrap_or_else(|| format!("t{i}"))
 }
 
 pub(super) fn render_lab(state: &Context, lab: &DecodeLab, area: Rect, buf: &mut Buffer) {

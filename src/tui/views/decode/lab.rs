@@ -6,7 +6,11 @@ use crate::engine::gqa::{self, GqaComparison};
 use crate::engine::kv_cache::{self, CacheLayout, DecodeOptions, Decoding};
 use crate::engine::pipeline::Pipeline;
 
-use super::{CACHE_DTYPE, HeadInputs};
+use super::inputs::HeadInputs;
+use crate::cli::Dtype;
+
+/// The dtype the cache bytes are given in: what deployed models keep K and V in.
+pub const CACHE_DTYPE: Dtype = Dtype::F16;
 
 /// Multiply-adds of a whole run's recomputation above which it is counted but not
 /// rerun (it is O(n^3 d) over a run: 128 tokens of 64 heads would take seconds).
@@ -145,4 +149,9 @@ fn run(
         },
     )
     .map_err(|e| e.to_string())
+}
+
+/// Token `i`'s label on screen (`t{i}` past the lesson's tokens).
+pub(super) fn label(tokens: &[String], i: usize) -> String {
+    tokens.get(i).cloned().unwrap_or_else(|| format!("t{i}"))
 }

@@ -6,8 +6,8 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
 
-use super::VariantsLab;
 use super::grid::{CellGrid, cell_glyph, kind_name, split, tiles_line, token};
+use super::lab::VariantsLab;
 use crate::engine::variants::CellKind;
 use crate::tui::context::Context;
 use crate::widgets::lines::LineWriter;

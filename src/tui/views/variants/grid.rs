@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
 
-use super::VariantsLab;
+use super::lab::VariantsLab;
 use crate::engine::variants::{CellKind, TileCounts};
 use crate::tui::context::Context;
 use crate::widgets::lines::LineWriter;

@@ -5,8 +5,8 @@ use ndarray::Array2;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 
-use super::VariantsLab;
 use super::grid::token;
+use super::lab::VariantsLab;
 use crate::engine::memory::group_digits;
 use crate::engine::pipeline::Matrix;
 use crate::tui::context::Context;

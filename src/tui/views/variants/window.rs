@@ -6,9 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
 
-use super::VariantsLab;
 use super::grid::{CellGrid, split, tiles_line, token};
-use super::layers_to_cover;
+use super::lab::VariantsLab;
+use super::lab::layers_to_cover;
 use crate::engine::memory::group_digits;
 use crate::engine::variants;
 use crate::tui::context::Context;
