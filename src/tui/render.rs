@@ -188,7 +188,7 @@ fn fields(state: &State) -> Vec<Field> {
     });
     if p.source != PipelineSource::Weights {
         out.push(field("mask", p.mask.kind().to_string()));
-        out.push(field("PE", p.config.pe.to_string()));
+        out.push(field("PE", pe_label(state)));
         out.push(match p.scale {
             Some(s) => Field {
                 name: "scale",
@@ -234,6 +234,21 @@ fn fields(state: &State) -> Vec<Field> {
         }
     }
     out
+}
+
+/// The position encoding as the header names it. On a real model it is the model's own
+/// (a block's pipeline only sees RoPE; learned positions were added before block 1),
+/// with its RoPE base written out even when it is the default 10000.
+fn pe_label(state: &State) -> String {
+    use crate::model::config::PosKind;
+    if let Some(s) = state.source.session() {
+        return match (s.rope_base(), &s.config().pos) {
+            (Some(base), _) => format!("rope:{base}"),
+            (None, PosKind::Learned) if !s.options.no_pe => "learned".into(),
+            _ => "none".into(),
+        };
+    }
+    state.pipeline.config.pe.to_string()
 }
 
 fn render_fields(state: &State, area: Rect, buf: &mut Buffer) {

@@ -563,3 +563,51 @@ fn zh_lines_start_well(trained: bool, budget: Option<&Budget>) -> (usize, usize)
     assert!(bad.is_empty(), "{} lines:\n{}", bad.len(), bad.join("\n"));
     (screens, total)
 }
+
+#[test]
+fn linear_attention_describes_the_recurrence_as_what_a_mask_it_lacks_would_do() {
+    let sc = scene::builtin("linear-attention").unwrap();
+    assert_eq!(
+        sc.toy().unwrap().mask,
+        attnviz::engine::config::MaskKind::None
+    );
+    let n = &sc.steps[3].narration;
+    assert!(n.en.contains("recurrence"), "{}", n.en);
+    assert!(
+        n.en.contains("no mask") && n.en.contains("causal mask (not shown)"),
+        "{}",
+        n.en
+    );
+    assert!(
+        n.zh.contains("没有掩码") && n.zh.contains("因果掩码（此处未演示）"),
+        "{}",
+        n.zh
+    );
+}
+
+/// The course's Chinese terms: 当前最大值 (running max), 已处理词元 (tokens processed so
+/// far), 随机猜测 (random guessing).
+#[test]
+fn chinese_narration_uses_the_courses_terms() {
+    for sc in scene::builtins().unwrap() {
+        for (i, step) in sc.steps.iter().enumerate() {
+            for bad in ["滑动最大值", "已生成词元", "瞎猜"] {
+                assert!(
+                    !step.narration.zh.contains(bad) && !sc.title.zh.contains(bad),
+                    "{} step {}: {bad}",
+                    sc.name,
+                    i + 1
+                );
+            }
+        }
+    }
+    let said = |name: &str, k: usize| {
+        scene::builtin(name).unwrap().steps[k - 1]
+            .narration
+            .zh
+            .clone()
+    };
+    assert!(said("flash-backward", 3).contains("当前最大值"));
+    assert!(said("gqa-real", 3).contains("已处理词元"));
+    assert!(said("induction-heads", 2).contains("随机猜测"));
+}

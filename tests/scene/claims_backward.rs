@@ -113,7 +113,28 @@ fn step_4_d_is_the_row_sum_of_p_times_dp() {
         let sum: f64 = (0..w.ncols()).map(|j| w[[i, j]] * dp[[i, j]]).sum();
         assert!((bw.trace.d_rows[i] - sum).abs() < 1e-5, "row {i}");
     }
-    // And dS = scale P (dP - D) tile by tile.
+    // And dS = P (dP - D) x scale tile by tile, written so in the narration and on screen.
+    let formula = "dS = P (dP - D) x scale";
+    let (en, zh) = narration(4);
+    assert!(en.contains(formula) && zh.contains(formula), "{en}\n{zh}");
+    let wide = attnviz::record::still::text(
+        &attnviz::record::still(
+            &lesson(),
+            &attnviz::record::HeadlessOptions {
+                lang: Lang::En,
+                size: attnviz::cli::TermSize {
+                    cols: 200,
+                    rows: 50,
+                },
+                speed: 1.0,
+                theme: None,
+                ascii: false,
+            },
+            4,
+        )
+        .unwrap(),
+    );
+    assert!(wide.contains(formula), "{wide}");
     let scale = bw.trace.scale;
     for ev in bw.trace.events.iter().filter(|e| !e.skipped) {
         let ds = ev.ds.as_ref().unwrap();
@@ -132,7 +153,10 @@ fn step_5_dk_dv_sum_on_chip_and_dq_sums_over_key_blocks() {
     let l = the_lab(&s);
     let bw = l.backward.as_ref().unwrap();
     let a = lesson().steps[4].animate.unwrap();
-    assert_eq!((a.from, a.to), (4, l.tiles() - 1));
+    assert_eq!(a.to, l.tiles() - 1);
+    // The step opens on a tile that accumulates, not on one the mask skips.
+    assert!(!bw.event(a.from).skipped, "tile {:?}", l.tile_at(a.from));
+    assert_eq!(l.tile_at(a.from), (1, 1));
     for (k, ev) in bw.trace.events.iter().enumerate() {
         // dV_j after a tile = dV_j before it + P^T dO_i.
         let before = bw.before_in_key_block(k);
@@ -202,6 +226,18 @@ fn step_7_keeps_two_numbers_a_row_and_states_the_traffic_ratio() {
     let (en, zh) = narration(7);
     assert!(en.contains(&format!("{said} times")), "{en} vs {ratio}");
     assert!(zh.contains(&format!("{said} 倍")), "{zh} vs {ratio}");
+    // At this N the tiled backward moves more than the standard one, and says so.
+    let (tiled, standard) = (bw.traffic.total().total(), bw.traffic.standard.total());
+    assert!(tiled > standard, "{tiled} vs {standard}");
+    let g = attnviz::engine::memory::group_digits;
+    let figures = [format!("N = {n}"), g(tiled), g(standard)];
+    for f in &figures {
+        assert!(
+            en.contains(f.as_str()) && zh.contains(f.as_str()),
+            "{f}: {en}\n{zh}"
+        );
+    }
+    assert!(en.contains("more than the standard backward"), "{en}");
     // No N x N term: the dense count is linear in N for a fixed number of key blocks.
     let sh = |n: u64| attnviz::engine::memory::TiledShape {
         n_q: n,

@@ -10,4 +10,5 @@ mod claims;
 mod claims_backward;
 mod errors;
 mod real;
+mod real_claims;
 mod schema;

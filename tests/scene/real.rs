@@ -1,22 +1,20 @@
 //! The lessons on trained models (`[pretrained]` scenes): they play and record in both
-//! languages, what each narration claims holds for the model's own numbers, and a
-//! missing model or a step outside the model is a clear error. The model tests skip with
+//! languages, and a missing model or a step outside the model is a clear error (what
+//! each narration claims is checked in real_claims.rs). The model tests skip with
 //! a message when the packaged models are absent (tests/data/models/fetch.sh).
 
 use assert_cmd::Command;
-use attnviz::attn::config::MaskKind;
 use attnviz::cli::Lang;
 use attnviz::model::find;
 use attnviz::model::scores::{HeadScores, head_scores};
 use attnviz::model::session::ModelSession;
 use attnviz::record::{Headless, record};
 use attnviz::scene::{self, Scene};
-use attnviz::tui::ViewKind;
 
 use crate::support::headless::options;
 
 /// The built-in lesson, if its model is here.
-fn lesson(name: &str) -> Option<Scene> {
+pub(crate) fn lesson(name: &str) -> Option<Scene> {
     let s = scene::builtin(name).unwrap();
     let model = &s.pretrained().expect("a lesson on a trained model").model;
     if find::resolve(model).is_err() {
@@ -27,22 +25,22 @@ fn lesson(name: &str) -> Option<Scene> {
 }
 
 /// The player at step `k` (from 0).
-fn at(scene: &Scene, k: usize) -> Headless {
+pub(crate) fn at(scene: &Scene, k: usize) -> Headless {
     let mut p = Headless::new(scene, &options(Lang::En), false).unwrap();
     p.goto(k);
     assert_eq!(p.step_index(), Some(k));
     p
 }
 
-fn session(p: &Headless) -> &ModelSession {
+pub(crate) fn session(p: &Headless) -> &ModelSession {
     p.state().source.session().expect("a real model")
 }
 
-fn screen(p: &mut Headless) -> String {
+pub(crate) fn screen(p: &mut Headless) -> String {
     attnviz::record::still::text(&p.frame().unwrap())
 }
 
-fn scores(s: &ModelSession) -> Vec<((usize, usize), HeadScores)> {
+pub(crate) fn scores(s: &ModelSession) -> Vec<((usize, usize), HeadScores)> {
     let (layers, heads, n) = (s.config().layers, s.config().heads, s.n());
     let causal = s.config().causal;
     let mut out = Vec::new();
@@ -58,7 +56,7 @@ fn scores(s: &ModelSession) -> Vec<((usize, usize), HeadScores)> {
     out
 }
 
-fn loss_change(s: &ModelSession) -> f64 {
+pub(crate) fn loss_change(s: &ModelSession) -> f64 {
     let before = s
         .baseline
         .as_ref()
@@ -106,150 +104,6 @@ fn each_records_in_both_languages_and_the_same_bytes_twice() {
             }
         }
     }
-}
-
-#[test]
-fn attention_sinks_claims_hold() {
-    let Some(s) = lesson("attention-sinks") else {
-        return;
-    };
-    // Step 2: "from layer 3 on, most heads" send much of their weight to the first token.
-    let p = at(&s, 1);
-    let sc = scores(session(&p));
-    let later: Vec<_> = sc.iter().filter(|((l, _), _)| *l >= 2).collect();
-    let strong = later.iter().filter(|(_, x)| x.first_token > 0.4).count();
-    assert!(
-        strong * 2 > later.len(),
-        "{strong} of {} heads from layer 3 on put > 0.4 on the first token",
-        later.len()
-    );
-    // Step 3: in the tokens view of that layer the strongest key of most tokens is the first.
-    let p = at(&s, 2);
-    assert_eq!(p.state().view, ViewKind::Tokens);
-    let ss = session(&p);
-    let (layer, n) = (12, ss.n());
-    let a = ss.head_weights(layer, 0);
-    let first = (1..n)
-        .filter(|&i| {
-            let row = &a[i * n..(i + 1) * n];
-            row.iter()
-                .enumerate()
-                .max_by(|x, y| x.1.total_cmp(y.1))
-                .unwrap()
-                .0
-                == 0
-        })
-        .count();
-    assert!(first * 2 > n - 1, "{first} of {} rows", n - 1);
-    // Step 5: a window of 6 hides the first token and changes the predictions.
-    let p = at(&s, 4);
-    let ss = session(&p);
-    assert_eq!(ss.options.mask, Some(MaskKind::Window(6)));
-    assert!(loss_change(ss).abs() > 0.05, "{}", loss_change(ss));
-    // Step 7: the model as it was, and the rollout drawn.
-    let mut p = at(&s, 6);
-    assert!(session(&p).baseline.is_none());
-    assert!(screen(&mut p).contains("rollout over 30 layers"));
-}
-
-#[test]
-fn induction_claims_hold() {
-    let Some(s) = lesson("induction-real") else {
-        return;
-    };
-    let p = at(&s, 1);
-    let ss = session(&p);
-    assert_eq!(ss.n(), 100, "50 random tokens twice, no BOS");
-    assert_eq!(ss.ids[..50], ss.ids[50..]);
-    let mut sc = scores(ss);
-    sc.sort_by(|a, b| b.1.induction.total_cmp(&a.1.induction));
-    let top: Vec<(usize, usize)> = sc.iter().take(5).map(|x| x.0).collect();
-    // "layer 19, head 7" (from 1) is the strongest; the five strongest are in layers 18
-    // and 19; step 5 ablates exactly those five.
-    assert_eq!(top[0], (18, 6));
-    assert!(top.iter().all(|&(l, _)| l == 17 || l == 18), "{top:?}");
-    let mut ablated = s.steps[4].intervene.as_ref().unwrap().ablate.clone();
-    ablated.sort();
-    let mut want = top.clone();
-    want.sort();
-    assert_eq!(ablated, want);
-    // The rest of the grid stays dark.
-    assert!(sc[10..].iter().all(|x| x.1.induction < 0.5));
-    // Step 3: from token 76 (a second-half token) the strongest key is the one after
-    // its first appearance, fifty places back.
-    let p = at(&s, 2);
-    assert_eq!(p.state().cursor.0, 75);
-    let a = session(&p).head_weights(18, 6);
-    let row = &a[75 * 100..76 * 100];
-    let best = row
-        .iter()
-        .enumerate()
-        .max_by(|x, y| x.1.total_cmp(y.1))
-        .unwrap()
-        .0;
-    assert_eq!(best, 26);
-    // Step 4: layer 17, head 1 (from 1) is the strongest previous-token head before them.
-    let mut prev: Vec<_> = sc.iter().filter(|((l, _), _)| *l < 17).collect();
-    prev.sort_by(|a, b| b.1.prev_token.total_cmp(&a.1.prev_token));
-    assert_eq!(prev[0].0, (16, 0));
-    // Step 5: without them the loss rises.
-    let p = at(&s, 4);
-    assert!(loss_change(session(&p)) > 1.0);
-}
-
-#[test]
-fn gqa_claims_hold() {
-    let Some(s) = lesson("gqa-real") else { return };
-    let mut p = at(&s, 2);
-    let c = session(&p).config().clone();
-    assert_eq!((c.heads, c.kv_heads, c.d_head), (9, 3, 64));
-    let text = screen(&mut p);
-    assert!(
-        text.contains("MHA (9 KV heads)") && text.contains("(3.0x)"),
-        "{text}"
-    );
-}
-
-#[test]
-fn rope_claims_hold() {
-    let Some(s) = lesson("rope-real") else { return };
-    let p = at(&s, 0);
-    assert_eq!(session(&p).rope_base(), Some(100000.0));
-    // "On 12 tokens it barely minds" another base; without RoPE the loss "rises far more".
-    let base = loss_change(session(&at(&s, 2)));
-    let none = loss_change(session(&at(&s, 3)));
-    assert!(base.abs() < 0.2, "{base}");
-    assert!(none > base.abs() + 0.5, "{none} vs {base}");
-}
-
-#[test]
-fn bert_claims_hold() {
-    let Some(s) = lesson("bert-attention") else {
-        return;
-    };
-    let p = at(&s, 1);
-    let ss = session(&p);
-    let n = ss.n();
-    assert_eq!(n, 12);
-    assert_eq!(ss.pieces[0], "[CLS]");
-    assert_eq!(ss.pieces[7], "[SEP]");
-    assert!(ss.pieces[8..].iter().all(|t| t == "[PAD]"));
-    let heads = ss.config().heads;
-    let mut above = 0.0f32;
-    for h in 0..heads {
-        let a = ss.head_weights(0, h);
-        for i in 0..n {
-            for j in 8..n {
-                assert_eq!(a[i * n + j], 0.0, "head {h} row {i} key {j}");
-            }
-            above += a[i * n + i + 1..i * n + 8.max(i + 1)].iter().sum::<f32>();
-        }
-    }
-    assert!(above > 1.0, "no weight above the diagonal: {above}");
-    // Step 5: without the padding mask the real tokens read the [PAD] keys.
-    let p = at(&s, 4);
-    let a = session(&p).head_weights(0, 0);
-    assert!(a[2 * n + 8..2 * n + 12].iter().sum::<f32>() > 0.01);
 }
 
 fn attnviz() -> Command {

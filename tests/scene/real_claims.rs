@@ -1,0 +1,465 @@
+//! What the lessons on trained models say holds for the model's own numbers, as the player
+//! computes them at that step: every figure, head and token a narration names is derived
+//! here from the run (or the screen) and looked for in both languages, so a wrong claim,
+//! or a model that no longer does what the lesson says, fails. Skips without the models.
+
+use assert_cmd::Command;
+use attnviz::attn::config::MaskKind;
+use attnviz::cli::{Lang, TermSize};
+use attnviz::model::scores::rollout;
+use attnviz::model::session::ModelSession;
+use attnviz::record::{still, still::text};
+use attnviz::scene::{PretrainedInput, Scene};
+use attnviz::tui::ViewKind;
+use ndarray::{ArrayD, IxDyn};
+
+use crate::real::{at, lesson, loss_change, scores, screen, session};
+use crate::support::headless::options_at;
+
+/// Step `k`'s narration (from 1), English and Chinese.
+fn said(s: &Scene, k: usize) -> (String, String) {
+    let n = &s.steps[k - 1].narration;
+    (n.en.clone(), n.zh.clone())
+}
+
+/// Both narrations of step `k` contain each of `figures`.
+fn both_say(s: &Scene, k: usize, figures: &[String]) {
+    let (en, zh) = said(s, k);
+    for f in figures {
+        assert!(en.contains(f.as_str()), "step {k} en lacks {f}: {en}");
+        assert!(zh.contains(f.as_str()), "step {k} zh lacks {f}: {zh}");
+    }
+}
+
+/// Step `k` (from 1) as the text of a still of `cols` x `rows`.
+fn still_at(s: &Scene, k: usize, cols: u16, rows: u16) -> String {
+    text(&still(s, &options_at(Lang::En, TermSize { cols, rows }, 1.0), k).unwrap())
+}
+
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .max_by(|x, y| x.1.total_cmp(y.1))
+        .unwrap()
+        .0
+}
+
+fn row(s: &ModelSession, layer: usize, head: usize, i: usize) -> &[f32] {
+    let n = s.n();
+    &s.head_weights(layer, head)[i * n..(i + 1) * n]
+}
+
+fn losses(s: &ModelSession) -> (f64, f64) {
+    let before = s.baseline.as_ref().expect("an intervened run").loss;
+    (before.unwrap(), s.loss().unwrap())
+}
+
+#[test]
+fn attention_sinks_says_what_the_model_and_the_screen_show() {
+    let Some(s) = lesson("attention-sinks") else {
+        return;
+    };
+    // Step 2: from layer 3 on, most heads of a layer reach 0.4 on the first token, but
+    // none of layers 11 and 12 does.
+    let p = at(&s, 1);
+    let ss = session(&p);
+    let (layers, heads) = (ss.config().layers, ss.config().heads);
+    let sc = scores(ss);
+    for l in 2..layers {
+        let of: Vec<f64> = sc
+            .iter()
+            .filter(|((x, _), _)| *x == l)
+            .map(|(_, v)| v.first_token)
+            .collect();
+        let reach = of.iter().filter(|&&x| x >= 0.4).count();
+        if l == 10 || l == 11 {
+            assert_eq!(reach, 0, "layer {}: {of:?}", l + 1);
+        } else {
+            assert!(reach * 2 > heads, "layer {}: {of:?}", l + 1);
+        }
+    }
+    let (en, zh) = said(&s, 2);
+    assert!(
+        en.contains("From layer 3 on") && en.contains("layers 11 and 12"),
+        "{en}"
+    );
+    assert!(
+        zh.contains("第 3 层") && zh.contains("第 11、12 层"),
+        "{zh}"
+    );
+    both_say(&s, 2, &["0.4".into()]);
+
+    // Step 3: layer 13 in the tokens view from ' mat': 'The' is the strongest key in all
+    // nine heads, 0.91 in head 1, and most heads agree from every other token.
+    let mut p = at(&s, 2);
+    assert_eq!(p.state().view, ViewKind::Tokens);
+    assert_eq!(p.state().cursor.0, 5);
+    let ss = session(&p);
+    assert_eq!((ss.pieces[0].trim(), ss.pieces[5].trim()), ("The", "mat"));
+    let (layer, n) = (12, ss.n());
+    for h in 0..heads {
+        assert_eq!(argmax(row(ss, layer, h, 5)), 0, "head {}", h + 1);
+    }
+    let w = format!("{:.2}", row(ss, layer, 0, 5)[0]);
+    for i in 1..n {
+        let agree = (0..heads)
+            .filter(|&h| argmax(row(ss, layer, h, i)) == 0)
+            .count();
+        assert!(agree * 2 > heads, "token {}: {agree} heads", i + 1);
+    }
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("strongest: 'The' {w}")), "{t}");
+    assert!(t.contains("layer 13/30"), "{t}");
+    both_say(&s, 3, &[format!("{heads}"), w, "13".into(), "mat".into()]);
+    let (en, zh) = said(&s, 3);
+    assert!(
+        en.contains("Layer 13") && en.contains("all 9 heads"),
+        "{en}"
+    );
+    assert!(!en.contains("line") && !zh.contains("连线"), "{en} {zh}");
+
+    // Step 5: window:6; the loss on screen and in both narrations.
+    let mut p = at(&s, 4);
+    let ss = session(&p);
+    assert_eq!(ss.options.mask, Some(MaskKind::Window(6)));
+    let (own, window) = losses(ss);
+    let (own, window) = (format!("{own:.3}"), format!("{window:.3}"));
+    assert!(screen(&mut p).contains(&format!("loss {own} -> {window}")));
+    both_say(&s, 5, &[own.clone(), window.clone()]);
+
+    // Step 6: the same window with the first token kept visible, as `model run --mask
+    // file:` computes it; the narration's split of the rise follows from the three losses.
+    let pre = s.pretrained().unwrap();
+    let PretrainedInput::Text(sentence) = &pre.input else {
+        panic!("attention-sinks reads a text")
+    };
+    let keep: Vec<f32> = (0..n * n)
+        .map(|x| {
+            let (i, j) = (x / n, x % n);
+            if j <= i && (i - j < 6 || j == 0) {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sink-window.npy");
+    attnviz::attn::npy::write_f32(
+        &file,
+        &ArrayD::from_shape_vec(IxDyn(&[n, n]), keep).unwrap(),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("attnviz")
+        .unwrap()
+        .args(["model", "run", &pre.model, "--json", "--text"])
+        .arg(sentence)
+        .arg("--mask")
+        .arg(format!("file:{}", file.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sink = json["loss"].as_f64().unwrap();
+    let (o, w): (f64, f64) = (own.parse().unwrap(), window.parse().unwrap());
+    assert!(o < sink && sink < w, "{o} {sink} {w}");
+    both_say(
+        &s,
+        6,
+        &[
+            format!("{sink:.3}"),
+            format!("{:.2}", w - o),
+            format!("{:.2}", w - sink),
+        ],
+    );
+
+    // Step 7: rollout's first column is about 1.0, and so it is for uniform causal
+    // attention over as many layers: 0.998 to 1.000.
+    let mut p = at(&s, 6);
+    let ss = session(&p);
+    assert!(ss.baseline.is_none());
+    let all: Vec<Vec<f32>> = (0..layers)
+        .map(|l| {
+            (0..heads)
+                .flat_map(|h| ss.head_weights(l, h).to_vec())
+                .collect()
+        })
+        .collect();
+    let r = rollout(&all, heads, n);
+    assert!((0..n).all(|i| r[i * n] > 0.99), "{r:?}");
+    let uniform: Vec<f32> = (0..n * n)
+        .map(|x| {
+            let (i, j) = (x / n, x % n);
+            if j <= i { 1.0 / (i + 1) as f32 } else { 0.0 }
+        })
+        .collect();
+    let u = rollout(&vec![uniform; layers], 1, n);
+    let col: Vec<f64> = (0..n).map(|i| u[i * n]).collect();
+    let lo = col.iter().copied().fold(f64::MAX, f64::min);
+    let hi = col.iter().copied().fold(f64::MIN, f64::max);
+    let (en, zh) = said(&s, 7);
+    assert!(en.contains(&format!("{lo:.3} to {hi:.3}")), "{en} {col:?}");
+    assert!(zh.contains(&format!("{lo:.3} 到 {hi:.3}")), "{zh} {col:?}");
+    both_say(&s, 7, &[format!("{layers}")]);
+    assert!(screen(&mut p).contains(&format!("rollout over {layers} layers")));
+}
+
+#[test]
+fn induction_real_names_the_heads_tokens_and_figures_of_the_run() {
+    let Some(s) = lesson("induction-real") else {
+        return;
+    };
+    let p = at(&s, 1);
+    let ss = session(&p);
+    assert_eq!(ss.n(), 100, "50 random tokens twice, no BOS");
+    assert_eq!(ss.ids[..50], ss.ids[50..]);
+    let mut sc = scores(ss);
+    sc.sort_by(|a, b| b.1.induction.total_cmp(&a.1.induction));
+    // Step 2: five heads of layers 18-19 (from 1) at 0.6 to 0.91, then exactly three more
+    // above 0.3; step 5 ablates the five.
+    let top: Vec<(usize, usize)> = sc.iter().take(5).map(|x| x.0).collect();
+    assert_eq!(top[0], (18, 6));
+    assert!(top.iter().all(|&(l, _)| l == 17 || l == 18), "{top:?}");
+    let (best, fifth) = (sc[0].1.induction, sc[4].1.induction);
+    assert!(fifth >= 0.6, "{fifth}");
+    let mut more: Vec<(usize, usize)> = sc[5..8].iter().map(|x| x.0).collect();
+    more.sort();
+    assert_eq!(more, [(20, 6), (23, 2), (23, 7)]);
+    assert!(sc[7].1.induction > 0.3 && sc[8].1.induction < 0.3);
+    both_say(&s, 2, &[format!("{best:.2}"), "0.6".into(), "0.3".into()]);
+    let (en, zh) = said(&s, 2);
+    assert!(
+        en.contains("Five heads in layers 18-19")
+            && en.contains("layer 24 heads 3, 8 and layer 21 head 7"),
+        "{en}"
+    );
+    assert!(
+        zh.contains("第 18、19 层有 5 个头")
+            && zh.contains("第 24 层第 3、8 个头和第 21 层第 7 个头"),
+        "{zh}"
+    );
+    let mut ablated = s.steps[4].intervene.as_ref().unwrap().ablate.clone();
+    ablated.sort();
+    let mut want = top.clone();
+    want.sort();
+    assert_eq!(ablated, want);
+
+    // Step 3: the cursor on the answer: from the second 'Bur' (75) to the token after the
+    // first (26), 49 places back; every second-half token does the same in this head.
+    let p = at(&s, 2);
+    assert_eq!(p.state().view, ViewKind::Pipeline);
+    assert_eq!(p.state().cursor, (75, 26));
+    assert_eq!(p.state().head, 6);
+    let ss = session(&p);
+    assert_eq!((ss.pieces[25].trim(), ss.pieces[75].trim()), ("Bur", "Bur"));
+    let copied: Vec<usize> = (50..100)
+        .filter(|&i| argmax(row(ss, 18, 6, i)) == i - 49)
+        .collect();
+    let (en, zh) = said(&s, 3);
+    assert!(
+        en.contains(&format!("{} of the 50 second-half tokens", copied.len())),
+        "{en}"
+    );
+    assert!(
+        zh.contains(&format!("后一半 50 个词元中有 {} 个", copied.len())),
+        "{zh}"
+    );
+    assert!(copied.len() >= 45 && copied.contains(&75), "{copied:?}");
+    let w = format!("{:.2}", row(ss, 18, 6, 75)[26]);
+    both_say(&s, 3, &[w, "Bur".into()]);
+    assert!(
+        en.contains("Layer 19, head 7") && en.contains(&format!("{} places back", 75 - 26)),
+        "{en}"
+    );
+    assert!(
+        zh.contains("第 19 层第 7 个头") && zh.contains(&format!("相隔 {} 个位置", 75 - 26)),
+        "{zh}"
+    );
+    for (cols, rows) in [(100, 30), (120, 40)] {
+        let t = still_at(&s, 3, cols, rows);
+        assert!(t.contains("weights (head 7)[75,26]"), "{cols}x{rows}:\n{t}");
+    }
+    assert!(still_at(&s, 3, 120, 40).contains("layer 19/30"));
+
+    // Step 4: the strongest previous-token head before layer 18 (from 0: 17).
+    let mut prev: Vec<_> = sc.iter().filter(|((l, _), _)| *l < 17).collect();
+    prev.sort_by(|a, b| b.1.prev_token.total_cmp(&a.1.prev_token));
+    assert_eq!(prev[0].0, (16, 0));
+    let (en, zh) = said(&s, 4);
+    let v = format!("{:.2}", prev[0].1.prev_token);
+    assert!(en.contains(&format!("layer 17, head 1 ({v})")), "{en}");
+    assert!(zh.contains(&format!("第 17 层第 1 个头（{v}）")), "{zh}");
+
+    // Step 5: without the five the loss rises.
+    let p = at(&s, 4);
+    assert!(loss_change(session(&p)) > 1.0);
+
+    // Step 6 claims no circuit and no training it does not show.
+    let (en, zh) = said(&s, 6);
+    for bad in ["circuit", "grow", "attnviz train"] {
+        assert!(!en.contains(bad), "{en}");
+    }
+    for bad in ["回路", "两个头", "attnviz train"] {
+        assert!(!zh.contains(bad), "{zh}");
+    }
+}
+
+#[test]
+fn gqa_real_draws_the_weights_of_all_nine_heads_and_names_them() {
+    let Some(s) = lesson("gqa-real") else { return };
+    let p = at(&s, 1);
+    let c = session(&p).config().clone();
+    assert_eq!((c.heads, c.kv_heads, c.d_head), (9, 3, 64));
+    assert_eq!(p.state().view, ViewKind::Heads);
+    let groups: Vec<usize> = (0..9).map(|h| p.state().pipeline.kv_group_for(h)).collect();
+    assert_eq!(groups, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+    // Step 2: from '.' to 'Query', heads 7, 8, 9 of layer 4 (from 1).
+    assert_eq!(p.state().cursor, (6, 0));
+    let ss = session(&p);
+    let n = ss.n();
+    assert_eq!((ss.pieces[0].trim(), ss.pieces[6].trim()), ("Query", "."));
+    let w: Vec<String> = (6..9)
+        .map(|h| format!("{:.2}", row(ss, 3, h, 6)[0]))
+        .collect();
+    let (en, zh) = said(&s, 2);
+    assert!(en.contains(&w.join(", ")), "{en} {w:?}");
+    assert!(zh.contains(&w.join("、")), "{zh} {w:?}");
+    // Every panel draws its cells: each masked cell's mark, in all nine, at both sizes.
+    for (cols, rows) in [(100, 30), (120, 40)] {
+        let t = still_at(&s, 2, cols, rows);
+        let marks = t.matches('×').count();
+        assert_eq!(marks, 9 * n * (n - 1) / 2 + 1, "{cols}x{rows}:\n{t}");
+    }
+    // Step 3: the cache against MHA.
+    let mut p = at(&s, 2);
+    let text = screen(&mut p);
+    assert!(
+        text.contains("MHA (9 KV heads)") && text.contains("(3.0x)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn rope_real_shows_its_base_and_its_figures_follow_from_it() {
+    let Some(s) = lesson("rope-real") else { return };
+    let mut p = at(&s, 0);
+    let ss = session(&p);
+    let own = ss.rope_base().unwrap();
+    assert_eq!(own, 100000.0);
+    let (d, context) = (ss.config().d_head, ss.config().context);
+    assert!(screen(&mut p).contains("PE rope:100000 "));
+    // Step 3: base 10000, which the header names; the losses on screen and in the text.
+    let mut p = at(&s, 2);
+    let ss = session(&p);
+    assert_eq!(ss.rope_base(), Some(10000.0));
+    let (before, after) = losses(ss);
+    assert!((after - before).abs() < 0.2, "{before} {after}");
+    let t = screen(&mut p);
+    assert!(t.contains("PE rope:10000 "), "{t}");
+    both_say(&s, 3, &[format!("{before:.3} -> {after:.3}")]);
+    // Step 4: no RoPE, the causal mask still in force; the rise is the one on screen.
+    let mut p = at(&s, 3);
+    let ss = session(&p);
+    assert!(ss.options.no_pe && ss.options.mask.is_none() && ss.config().causal);
+    let (before, none) = losses(ss);
+    assert!(none - before > (after - before).abs() + 0.5);
+    assert!(screen(&mut p).contains(&format!("loss {before:.3} -> {none:.3}")));
+    both_say(&s, 4, &[format!("{before:.3} -> {none:.3}")]);
+    let (en, _) = said(&s, 4);
+    assert!(
+        en.contains("mask") && !en.contains("cannot tell order"),
+        "{en}"
+    );
+    // Step 5: periods 2 pi base^(2i/d): base 10000's slowest is already beyond the
+    // context; how many pairs turn less than once in it, with each base.
+    let periods = |base: f64| -> Vec<f64> {
+        (0..d / 2)
+            .map(|i| std::f64::consts::TAU * base.powf(2.0 * i as f64 / d as f64))
+            .collect()
+    };
+    let slow = *periods(10000.0).last().unwrap();
+    assert!(slow > context as f64);
+    let slow = format!("~{:.0},000", (slow / 1000.0).round());
+    let slower = |base: f64| {
+        periods(base)
+            .iter()
+            .filter(|&&p| p > context as f64)
+            .count()
+    };
+    let (ours, theirs) = (slower(own), slower(10000.0));
+    let ctx = attnviz::engine::memory::group_digits(context as u64);
+    let (en, zh) = said(&s, 5);
+    assert!(
+        en.contains(&slow)
+            && en.contains(&ctx)
+            && en.contains(&format!("{ours} of {}", d / 2))
+            && en.contains(&format!("not {theirs}")),
+        "{en}"
+    );
+    assert!(
+        zh.contains(&slow[1..])
+            && zh.contains(&ctx)
+            && zh.contains(&format!("{} 对中有 {ours} 对", d / 2))
+            && zh.contains(&format!("而不是 {theirs} 对")),
+        "{zh}"
+    );
+}
+
+#[test]
+fn bert_attention_names_minilms_positions_and_its_cls_heads() {
+    let Some(s) = lesson("bert-attention") else {
+        return;
+    };
+    let mut p = at(&s, 1);
+    let ss = session(&p);
+    let n = ss.n();
+    assert_eq!(n, 12);
+    assert_eq!(ss.pieces[0], "[CLS]");
+    assert_eq!(ss.pieces[7], "[SEP]");
+    assert!(ss.pieces[8..].iter().all(|t| t == "[PAD]"));
+    let heads = ss.config().heads;
+    let mut above = 0.0f32;
+    for h in 0..heads {
+        let a = ss.head_weights(0, h);
+        for i in 0..n {
+            for j in 8..n {
+                assert_eq!(a[i * n + j], 0.0, "head {h} row {i} key {j}");
+            }
+            above += a[i * n + i + 1..i * n + 8.max(i + 1)].iter().sum::<f32>();
+        }
+    }
+    assert!(above > 1.0, "no weight above the diagonal: {above}");
+    // The header names MiniLM's learned positions.
+    let t = screen(&mut p);
+    assert!(t.contains("PE learned") && !t.contains("PE none"), "{t}");
+    // Step 4: over the sentence's rows, most heads of layers 2 to 5 put more than half
+    // their weight on [CLS]; no head anywhere gives [SEP] 0.3.
+    let p = at(&s, 3);
+    let ss = session(&p);
+    let mean_on = |l: usize, h: usize, key: usize| -> f32 {
+        (0..8).map(|i| row(ss, l, h, i)[key]).sum::<f32>() / 8.0
+    };
+    for l in 1..5 {
+        let cls = (0..heads).filter(|&h| mean_on(l, h, 0) > 0.5).count();
+        assert!(cls * 2 > heads, "layer {}: {cls} heads", l + 1);
+    }
+    for l in 0..ss.config().layers {
+        for h in 0..heads {
+            assert!(mean_on(l, h, 7) < 0.3, "layer {} head {}", l + 1, h + 1);
+        }
+    }
+    let (en, zh) = said(&s, 4);
+    assert!(
+        en.contains("layers 2 to 5") && en.contains("[SEP] 0.3"),
+        "{en}"
+    );
+    assert!(zh.contains("第 2 到 5 层") && zh.contains("0.3"), "{zh}");
+    // Step 5: without the padding mask the real tokens read the [PAD] keys.
+    let p = at(&s, 4);
+    let a = session(&p).head_weights(0, 0);
+    assert!(a[2 * n + 8..2 * n + 12].iter().sum::<f32>() > 0.01);
+}
