@@ -10,10 +10,11 @@ use ndarray::{ArrayD, IxDyn};
 use serde::Serialize;
 
 use super::model_input::{
-    TokenJson, forward_options, input_ids, model_files, to_json, tokens_json,
+    TokenJson, forward_options, input_ids, refuse_model_output, to_json, tokens_json,
 };
 use crate::cli::ModelRunArgs;
 use crate::error::{Error, Result};
+use crate::model::load::{non_finite_culprit, non_finite_error};
 use crate::model::{forward, load, scores, token_loss, top_k};
 
 #[derive(Serialize)]
@@ -56,14 +57,24 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let ids = input_ids(&m, args.input.text.as_deref(), args.input.ids.as_deref())?;
     if let Some(out) = &args.attn_out {
-        let files = model_files(&m);
-        let inputs: Vec<(&str, &Path)> = files.iter().map(|p| ("MODEL", p.as_path())).collect();
-        crate::output::refuse_overwrite("--attn-out", out, &inputs)?;
+        refuse_model_output("--attn-out", out, &m)?;
     }
     let cfg = &m.config;
     let opts = forward_options(&args.forward);
     let t = Instant::now();
-    let out = forward(cfg, &m.weights, &ids, &opts)?;
+    // Weights kept quantized are checked for NaN only when a run goes wrong (a scan at
+    // every load would cost more than it saves): name the damaged tensor then.
+    let out = forward(cfg, &m.weights, &ids, &opts).map_err(|e| match e {
+        Error::Usage(msg) if msg.starts_with("a layer's attention") => {
+            non_finite_culprit(&m).unwrap_or_else(|| Error::file(&m.path, msg))
+        }
+        other => other,
+    })?;
+    if let Some(logits) = &out.logits
+        && logits.iter().any(|x| !x.is_finite())
+    {
+        return Err(non_finite_error(&m, "the logits"));
+    }
     let forward_ms = t.elapsed().as_secs_f64() * 1e3;
     let n = ids.len();
 

@@ -9,6 +9,7 @@ mod train_common;
 mod arch;
 mod cli;
 mod cmd_cli;
+mod damaged;
 mod expected;
 mod forward;
 mod gemma;
