@@ -15,6 +15,7 @@ mod forward;
 mod gemma;
 mod generate;
 mod interventions;
+mod limits_flags;
 mod load;
 mod real;
 mod train_grads;
