@@ -350,3 +350,50 @@ fn a_fifo_in_a_model_folder_is_refused_not_waited_on() {
     assert!(made.success());
     info(&p, &["tokenizer.json", "not a regular file"]);
 }
+
+/// Seeded random damage to a GGUF header and to a safetensors header: loading either
+/// returns (a model or an error), never panics; an error is a bad-input error (exit 2).
+#[test]
+fn mutated_headers_never_panic() {
+    use rand::{RngExt, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = tiny_llama(Tiny::new(), Quant::Q4_1).bytes();
+    // The header: everything before the first tensor's data.
+    let header = gguf.len()
+        - tiny_llama(Tiny::new(), Quant::Q4_1)
+            .tensors
+            .iter()
+            .map(|t| t.data.len())
+            .sum::<usize>();
+    let folder = dir.path().join("hf");
+    hf::llama().write(&folder, 1);
+    let st = std::fs::read(folder.join("model.safetensors")).unwrap();
+    let st_header = 8 + u64::from_le_bytes(st[..8].try_into().unwrap()) as usize;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(28);
+    let p = dir.path().join("m.gguf");
+    for case in 0..1000 {
+        let (mut b, end) = if case % 3 == 2 {
+            (st.clone(), st_header)
+        } else {
+            (gguf.clone(), header)
+        };
+        for _ in 0..rng.random_range(1..4) {
+            let at = rng.random_range(0..end);
+            b[at] = match rng.random_range(0..3) {
+                0 => rng.random(),
+                1 => 0xFF,
+                _ => b[at].wrapping_add(1),
+            };
+        }
+        let target = if case % 3 == 2 {
+            std::fs::write(folder.join("model.safetensors"), &b).unwrap();
+            folder.clone()
+        } else {
+            std::fs::write(&p, &b).unwrap();
+            p.clone()
+        };
+        if let Err(e) = attnviz::model::load(target.to_str().unwrap()) {
+            assert_eq!(e.exit_code(), 2, "case {case}: {e}");
+        }
+    }
+}
