@@ -74,7 +74,13 @@ pub fn run(args: &HeadsArgs) -> Result<()> {
         logits: LogitRows::Last,
         ..ForwardOptions::default()
     };
-    let out = forward(cfg, &m.weights, &ids, &opts)?;
+    let out = forward(cfg, &m.weights, &ids, &opts).map_err(|e| match e {
+        // Weights kept quantized are checked for NaN only when a run goes wrong.
+        Error::Usage(msg) if msg.starts_with("a layer's attention") => {
+            crate::model::load::non_finite_culprit(&m).unwrap_or_else(|| Error::file(&m.path, msg))
+        }
+        other => other,
+    })?;
     let n = ids.len();
     // The model's own mask: causal rows see i + 1 keys, bidirectional rows all n.
     let causal = cfg.causal;

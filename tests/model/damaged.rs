@@ -266,11 +266,11 @@ fn non_finite_norms_are_named_with_their_layer() {
     let mut g = tiny_llama(Tiny::new(), Quant::F32);
     let t = g.tensor_mut("blk.0.attn_q.weight");
     t.data = (f32::MAX / 4.0).to_le_bytes().repeat(t.data.len() / 4);
-    let err = run(
-        &f.gguf("huge.gguf", &g),
-        &["a layer's attention", "Q, K and V"],
-    );
+    let huge = f.gguf("huge.gguf", &g);
+    let err = run(&huge, &["a layer's attention", "Q, K and V"]);
     assert!(!err.contains("--kernel"), "{err}");
+    let h = huge.to_str().unwrap();
+    refused(&["heads", h, "--ids", "3,4,5"], &[h, "a layer's attention"]);
     // A quantized matrix with an infinite f16 scale (Q8_0: a block's first 2 bytes).
     let mut g = good.clone();
     let t = g.tensor_mut("blk.1.ffn_down.weight");
