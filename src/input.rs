@@ -12,6 +12,10 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// Bytes of a JSON file of a model folder (config, tokenizer, index): Gemma 3's
+/// tokenizer.json, among the largest, is 33 MB.
+pub const MAX_MODEL_JSON_BYTES: u64 = 256 << 20;
+
 /// Refuse `path` unless it is a regular file (symlinks followed).
 pub fn check_regular(path: &Path) -> Result<()> {
     let meta = fs::metadata(path).map_err(|e| Error::file(path, format!("cannot open: {e}")))?;

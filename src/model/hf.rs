@@ -29,7 +29,11 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
             "no model.safetensors or model.safetensors.index.json in this folder",
         ));
     }
-    let text = crate::input::read_text_limited(&index, MAX_JSON_BYTES, "a model's JSON file")?;
+    let text = crate::input::read_text_limited(
+        &index,
+        crate::input::MAX_MODEL_JSON_BYTES,
+        "a model's JSON file",
+    )?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::file(&index, format!("{}:{}: {e}", e.line(), e.column())))?;
     let map = v
@@ -60,10 +64,6 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     files.sort();
     Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
-
-/// Bytes of a JSON file of a model folder (config, tokenizer, index): Gemma 3's
-/// tokenizer.json, among the largest, is 33 MB.
-pub const MAX_JSON_BYTES: u64 = 256 << 20;
 
 fn map_file(path: &Path) -> Result<Mmap> {
     crate::input::check_regular(path)?;

@@ -71,7 +71,7 @@ impl HfConfig {
     pub fn read(path: &Path) -> Result<HfConfig> {
         let text = crate::input::read_text_limited(
             path,
-            super::hf::MAX_JSON_BYTES,
+            crate::input::MAX_MODEL_JSON_BYTES,
             "a model's JSON file",
         )?;
         serde_json::from_str(&text)

@@ -279,9 +279,13 @@ fn byte_level_bytes(t: &str) -> Option<Vec<u8>> {
 }
 
 /// A text file of a model folder, read only if it is a regular file (a FIFO would block)
-/// and no larger than [`super::hf::MAX_JSON_BYTES`].
+/// and no larger than [`crate::input::MAX_MODEL_JSON_BYTES`].
 fn read_json_text(path: &Path) -> Result<String> {
-    crate::input::read_text_limited(path, super::hf::MAX_JSON_BYTES, "a model's JSON file")
+    crate::input::read_text_limited(
+        path,
+        crate::input::MAX_MODEL_JSON_BYTES,
+        "a model's JSON file",
+    )
 }
 
 /// A folder's chat template: `chat_template.jinja`, or `chat_template` in
