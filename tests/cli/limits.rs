@@ -121,3 +121,17 @@ fn a_recording_neither_replaces_its_scene_nor_takes_gigabytes() {
     );
     assert!(!gif.exists());
 }
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_given_as_a_scene_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("lesson.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let f = fifo.to_str().unwrap();
+    refused(&["scene", "check", f], &[f, "not a regular file"]);
+}
