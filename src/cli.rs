@@ -206,7 +206,7 @@ pub struct ComputeArgs {
     #[arg(long, value_enum, default_value_t)]
     pub kernel: KernelChoice,
     /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
     pub threads: Option<usize>,
     /// dO, the gradient of a loss with respect to O (shaped like the output): with
     /// --dq/--dk/--dv, compute the gradients of sum(O * dO) (the backward pass).
@@ -398,7 +398,7 @@ pub struct ModelForwardArgs {
     #[arg(long)]
     pub no_pe: bool,
     /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
     pub threads: Option<usize>,
 }
 
@@ -433,7 +433,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub json: bool,
     /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
     pub threads: Option<usize>,
 }
 
@@ -467,7 +467,7 @@ pub struct HeadsArgs {
     #[arg(long)]
     pub json: bool,
     /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
     pub threads: Option<usize>,
 }
 
@@ -518,7 +518,7 @@ pub struct TrainArgs {
     #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
     pub seed: u64,
     /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
+    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
     pub threads: Option<usize>,
     /// Evaluate every N steps.
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = crate::train::defaults::EVAL_EVERY)]
@@ -695,6 +695,20 @@ pub struct MemoryArgs {
 /// would read `-1` as an unknown flag ("unexpected argument") or say "invalid digit";
 /// with `allow_negative_numbers` the value reaches this parser, which says what the flag
 /// takes.
+/// A worker-thread count: 1 up to [`crate::attn::limits::max_threads`], a few per core.
+pub fn threads(s: &str) -> Result<usize, String> {
+    let t = whole::<usize>(s)?;
+    let max = crate::attn::limits::max_threads();
+    if (1..=max).contains(&t) {
+        Ok(t)
+    } else {
+        Err(format!(
+            "{t} threads: give 1 to {max} (MAX_THREADS: {} per core of this machine; more only add switching)",
+            crate::attn::limits::THREADS_PER_CORE
+        ))
+    }
+}
+
 pub fn whole<T>(s: &str) -> Result<T, String>
 where
     T: std::str::FromStr + std::fmt::Display + num_bounds::Max,

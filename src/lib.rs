@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod error;
+pub mod input;
 pub mod kernel;
 pub mod model;
 pub mod output;

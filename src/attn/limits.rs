@@ -37,5 +37,32 @@ pub const MAX_REFERENCE_MACS: u64 = 1 << 33;
 /// 512 MiB admits n = 8192 (268 MB, the articles' example) and refuses n = 16384.
 pub const MAX_NAIVE_SCORE_BYTES: u64 = 512 << 20;
 
-/// Worker threads a user may ask for.
+/// Worker threads a user may ask for, on any machine.
 pub const MAX_THREADS: usize = 1024;
+
+/// Worker threads per core a user may ask for: past a few per core more threads only
+/// add switching and memory (each worker keeps its own buffers).
+pub const THREADS_PER_CORE: usize = 4;
+
+/// The most worker threads a user may ask for here: [`THREADS_PER_CORE`] per core, at
+/// least 8, at most [`MAX_THREADS`].
+pub fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores * THREADS_PER_CORE).clamp(8, MAX_THREADS)
+}
+
+/// Ceilings on the sizes a model's header or config.json states, checked before anything
+/// is allocated from them: a damaged or hostile file then gets a message naming the key,
+/// not an abort allocating terabytes. Each is several times the largest real model's.
+pub mod model {
+    /// Blocks (the largest open models have 126).
+    pub const MAX_LAYERS: usize = 1024;
+    /// Query or key/value heads (the largest have 128).
+    pub const MAX_HEADS: usize = 1024;
+    /// d_model, d_ff, a head's width (Llama 3.1 405B: d_model 16,384, d_ff 53,248).
+    pub const MAX_WIDTH: usize = 1 << 18;
+    /// Vocabulary (Gemma's 262,144 tokens is among the largest).
+    pub const MAX_VOCAB: usize = 1 << 22;
+    /// Context length a model states (Llama 4 Scout states 10,485,760).
+    pub const MAX_CONTEXT: usize = 1 << 26;
+}

@@ -102,9 +102,30 @@ struct Inputs {
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     if args.ui {
+        if args.backward {
+            return Err(Error::usage(
+                "--ui times the app's views and --backward the kernels' backward pass; give one of them",
+            ));
+        }
         return crate::tui::frame_bench::bench_ui(args);
     }
     let plan = Plan::from_args(args)?;
+    // A run whose every kernel is skipped would print an empty table: say why instead.
+    let reasons: Vec<String> = plan
+        .ns
+        .iter()
+        .flat_map(|&n| plan.kernels.iter().map(move |&k| (k, n)))
+        .map(|(k, n)| plan.skip_reason(k, n))
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    if !reasons.is_empty() {
+        let mut unique = reasons;
+        unique.dedup();
+        return Err(Error::usage(format!(
+            "nothing to time: {}",
+            unique.join("; ")
+        )));
+    }
     let flash_tier = Tier::resolve(None, kernel::SIMD_ENV)?;
     let best = Tier::best();
     // The peak is measured before and after the kernels and the higher figure kept:
@@ -220,11 +241,12 @@ impl Plan {
         };
         if let Some(t) = threads
             .iter()
-            .find(|&&t| !(1..=limits::MAX_THREADS).contains(&t))
+            .find(|&&t| !(1..=limits::max_threads()).contains(&t))
         {
             return Err(Error::usage(format!(
-                "--threads {t}: give counts between 1 and {} (MAX_THREADS)",
-                limits::MAX_THREADS
+                "--threads {t}: give counts between 1 and {} (MAX_THREADS: {} per core here)",
+                limits::max_threads(),
+                limits::THREADS_PER_CORE
             )));
         }
         let mut seen = Vec::new();
@@ -248,7 +270,7 @@ impl Plan {
         for &n in &a.n {
             check_tensor_size(batch, a.heads, n, a.d)?;
         }
-        Ok(Plan {
+        let plan = Plan {
             ns: a.n.clone(),
             d: a.d,
             heads: a.heads,
@@ -259,7 +281,25 @@ impl Plan {
             kernels,
             reps: a.reps,
             backward: a.backward,
-        })
+        };
+        for &n in &plan.ns {
+            let flops = plan.flops(n);
+            if flops > MAX_CALL_FLOPS {
+                return Err(Error::usage(format!(
+                    "--n {n}: one {} call is {flops:.1e} flops ({} B H N^2 d{}), past the {MAX_CALL_FLOPS:.0e} a benchmark times (minutes a call on a CPU, and it makes at least {} calls); give a smaller --n, e.g. {}",
+                    if plan.backward { "backward" } else { "forward" },
+                    if plan.backward { 10 } else { 4 },
+                    if plan.causal {
+                        ", halved for causal"
+                    } else {
+                        ""
+                    },
+                    MIN_REPS + 1,
+                    largest_n(&plan)
+                )));
+            }
+        }
+        Ok(plan)
     }
 
     fn flops(&self, n: usize) -> f64 {
@@ -289,6 +329,19 @@ impl Plan {
             _ => None,
         }
     }
+}
+
+/// Flops of one timed call: 1e13 is some tens of seconds at a laptop's 200-500 GFLOP/s,
+/// and a benchmark makes at least [`MIN_REPS`] + 1 of them.
+const MAX_CALL_FLOPS: f64 = 1e13;
+
+/// The largest power-of-two n whose call stays within [`MAX_CALL_FLOPS`] (for the hint).
+fn largest_n(plan: &Plan) -> usize {
+    let mut n = 1usize;
+    while plan.flops(n * 2) <= MAX_CALL_FLOPS && n < 1 << 30 {
+        n *= 2;
+    }
+    n
 }
 
 /// Threads the FMA peak is measured with for a run on `threads`: no more than the cores

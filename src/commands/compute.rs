@@ -114,11 +114,12 @@ pub fn apply_rope(q: &mut Array4<f64>, k: &mut Array4<f64>, base: f64) {
 
 fn check_options(args: &ComputeArgs, shape: &ProblemShape) -> Result<()> {
     if let Some(t) = args.threads
-        && !(1..=limits::MAX_THREADS).contains(&t)
+        && !(1..=limits::max_threads()).contains(&t)
     {
         return Err(Error::usage(format!(
-            "--threads {t}: give between 1 and {} (MAX_THREADS)",
-            limits::MAX_THREADS
+            "--threads {t}: give between 1 and {} (MAX_THREADS: {} per core here)",
+            limits::max_threads(),
+            limits::THREADS_PER_CORE
         )));
     }
     if let Some(s) = args.scale
@@ -258,6 +259,13 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
     // fresh --out (and an error on the way removes both).
     let out_file = OutFile::create(&args.out)?;
     let lse_file = args.lse.as_deref().map(OutFile::create).transpose()?;
+    // The gradients too: every output is written, or none is.
+    let mut grad_files = Vec::new();
+    if let Some(req) = &grads {
+        for path in [&req.dq, &req.dk, &req.dv].into_iter().flatten() {
+            grad_files.push(OutFile::create(path)?);
+        }
+    }
     let spec = AttnSpec::new(&shape, mask, args.alibi, args.scale);
     if let Some(base) = args.rope {
         apply_rope(&mut q.data, &mut k.data, base);
@@ -301,13 +309,14 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
         if let Some(base) = args.rope {
             reference_backward::rope_backward(&mut g.dq, &mut g.dk, base);
         }
+        let mut files = grad_files.iter();
         for (path, grad, like) in [
             (&req.dq, g.dq, &q),
             (&req.dk, g.dk, &k),
             (&req.dv, g.dv, &v),
         ] {
-            if let Some(path) = path {
-                tensors::write_like(path, grad, like)?;
+            if let (Some(path), Some(file)) = (path, files.next()) {
+                file.write(&tensors::encode_like(path, grad, like)?)?;
             }
         }
     }
@@ -317,6 +326,9 @@ pub fn run(args: &ComputeArgs) -> Result<()> {
     }
     out_file.commit()?;
     if let Some(file) = lse_file {
+        file.commit()?;
+    }
+    for file in grad_files {
         file.commit()?;
     }
     Ok(())
@@ -378,10 +390,11 @@ fn grad_request(
         return Err(Error::file(
             grad_out,
             format!(
-                "--grad-out has shape {:?} (rank {}) but dO must be shaped like the output O: rank {} with [B,H,Nq,dv] = {want:?} (Q's leading axes, V's last)",
-                dout.dims(),
+                "--grad-out has shape {:?} (rank {}) but dO must be shaped like the output O: rank {} with shape {:?} (Q's leading axes, V's last)",
+                &dout.dims()[4 - dout.rank..],
                 dout.rank,
-                q.rank
+                q.rank,
+                &want[4 - q.rank..]
             ),
         ));
     }

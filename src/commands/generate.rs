@@ -12,8 +12,9 @@ use crate::cli::GenerateArgs;
 use crate::error::{Error, Result};
 use crate::model::chat::chat_prompt;
 use crate::model::forward::ForwardOptions;
-use crate::model::generate::{GenerateOptions, generate};
+use crate::model::generate::{GenerateOptions, NON_FINITE_LOGITS, generate};
 use crate::model::load;
+use crate::model::load::{non_finite_culprit, non_finite_error};
 use crate::output;
 
 #[derive(Serialize)]
@@ -97,6 +98,14 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
             }
         }
         true
+    })
+    .map_err(|e| match e {
+        // Weights kept quantized are checked for NaN only when a run goes wrong.
+        Error::Usage(msg) if msg == NON_FINITE_LOGITS => non_finite_error(&m, &msg),
+        Error::Usage(msg) if msg.starts_with("a layer's attention") => {
+            non_finite_culprit(&m).unwrap_or_else(|| Error::file(&m.path, msg))
+        }
+        other => other,
     })?;
     if let Some(e) = io_err {
         return Err(output::stdout_error(e));
@@ -107,6 +116,16 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         .filter(|t| !stop.contains(t))
         .collect();
     let text = m.tokenizer.decode(&new);
+    if new.is_empty()
+        && let Some(&end) = g.tokens().first()
+        && stop.contains(&end)
+    {
+        // Otherwise the person would see nothing at all and not know why.
+        eprintln!(
+            "note: generation stopped at once: the model's first new token was its end-of-turn token {:?} (#{end}), so there is no new text",
+            m.tokenizer.piece(end)
+        );
+    }
     if args.json {
         let res = GenerateJson {
             prompt_tokens: tokens_json(&m, &prompt),

@@ -92,6 +92,13 @@ pub fn run(args: &HeadsArgs) -> Result<()> {
             });
         }
         Ok(())
+    })
+    .map_err(|e| match e {
+        // Weights kept quantized are checked for NaN only when a run goes wrong.
+        Error::Usage(msg) if msg.starts_with("a layer's attention") => {
+            crate::model::load::non_finite_culprit(&m).unwrap_or_else(|| Error::file(&m.path, msg))
+        }
+        other => other,
     })?;
     if args.json {
         return crate::output::print(&to_json(&rows)?);

@@ -9,11 +9,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::model_input::{
-    TokenJson, forward_options, input_ids, model_files, to_json, tokens_json,
+    TokenJson, forward_options, input_ids, refuse_model_output, to_json, tokens_json,
 };
 use crate::cli::ModelRunArgs;
 use crate::error::{Error, Result};
 use crate::model::forward::{ForwardOptions, LogitRows, check_weight_budget, forward_with};
+use crate::model::load::{non_finite_culprit, non_finite_error};
 use crate::model::scores::Rollout;
 use crate::model::{load, top_k};
 use crate::output::OutFile;
@@ -68,9 +69,7 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
     let n = ids.len();
     let attn_out = match &args.attn_out {
         Some(out) => {
-            let files = model_files(&m);
-            let inputs: Vec<(&str, &Path)> = files.iter().map(|p| ("MODEL", p.as_path())).collect();
-            crate::output::refuse_overwrite("--attn-out", out, &inputs)?;
+            refuse_model_output("--attn-out", out, &m)?;
             check_weight_budget(cfg, n, "--attn-out")?;
             let shape = [cfg.layers, cfg.heads, n, n];
             let bytes = shape.iter().map(|&x| x as u64).product::<u64>() * 4;
@@ -113,7 +112,20 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
             file.write(&bytes)?;
         }
         Ok(())
+    })
+    .map_err(|e| match e {
+        // Weights kept quantized are checked for NaN only when a run goes wrong (a scan at
+        // every load would cost more than it saves): name the damaged tensor then.
+        Error::Usage(msg) if msg.starts_with("a layer's attention") => {
+            non_finite_culprit(&m).unwrap_or_else(|| Error::file(&m.path, msg))
+        }
+        other => other,
     })?;
+    if out.logits.iter().flatten().any(|x| !x.is_finite())
+        || out.token_loss.iter().flatten().any(|x| !x.is_finite())
+    {
+        return Err(non_finite_error(&m, "the logits"));
+    }
     let forward_ms = t.elapsed().as_secs_f64() * 1e3;
     if let Some(file) = attn_out {
         file.commit()?;

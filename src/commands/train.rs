@@ -80,6 +80,9 @@ struct BenchJson {
 
 pub fn run(args: &TrainArgs) -> Result<()> {
     let (cfg, source) = setup(args)?;
+    if let Some(dir) = &args.out {
+        export::check_out(dir)?;
+    }
     let json = args.json || !std::io::stdout().is_terminal();
     let vocab = match source {
         Source::Induction { .. } | Source::CopySpan { .. } => Vocab::Numbers,

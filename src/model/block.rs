@@ -25,6 +25,21 @@ use crate::model::weights::LayerWeights;
 /// the calling thread: about 20 microseconds of work.
 const SERIAL_ATTENTION_MACS: usize = 1 << 20;
 
+/// The kernel's checks of its inputs speak as `compute` does (of Q, K, V and its
+/// flags); inside a model's forward pass the same failure means the numbers a layer
+/// computed went wrong, which is what the message then says.
+fn model_attention(e: crate::Error) -> crate::Error {
+    match e {
+        crate::Error::Usage(msg) => {
+            let fact = msg.split("; ").next().unwrap_or(&msg);
+            crate::Error::Usage(format!(
+                "a layer's attention cannot run: {fact}; Q, K and V are the queries, keys and values the layer computed from the model's weights and the input, so the model file or an intervention (--rope-base, --mask) gave non-finite or out-of-range numbers"
+            ))
+        }
+        other => other,
+    }
+}
+
 /// What every block of one pass shares.
 pub(crate) struct BlockCtx<'a> {
     pub cfg: &'a ModelConfig,
@@ -204,7 +219,8 @@ pub(crate) fn block_forward(
         }
         (Keys::Own { spec }, None) => {
             let shape = shape(cfg, n, n);
-            let r = kernel::attention(&shape, &buf.qh, &buf.kh, &buf.vh, spec, &kopts)?;
+            let r = kernel::attention(&shape, &buf.qh, &buf.kh, &buf.vh, spec, &kopts)
+                .map_err(model_attention)?;
             if want_weights {
                 let kv = KeyRows {
                     k: &buf.kh,
@@ -492,7 +508,8 @@ fn cached_attention(
             &cache.v.as_slice()[rows],
             &spec,
             kopts,
-        )?;
+        )
+        .map_err(model_attention)?;
         out.extend_from_slice(&res.out);
         lse.extend_from_slice(&res.lse);
     }

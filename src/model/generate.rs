@@ -16,6 +16,14 @@ use crate::model::forward::{ForwardOptions, Prepared, embed, final_hidden, lm_he
 use crate::model::predict::{TopToken, log_sum_exp, top_k};
 use crate::model::weights::Weights;
 
+/// The error of a step whose logits are NaN or infinite (a token picked from them would
+/// be arbitrary); callers that know the model's file name the damaged tensor instead.
+pub const NON_FINITE_LOGITS: &str = "the next-token logits came out NaN or infinite";
+
+/// Bytes of a KV cache (K and V, f32, every layer): 4 GiB holds SmolLM2-135M at 8,192
+/// tokens ten times over; past it the machine, not the model, would fail.
+const MAX_KV_CACHE_BYTES: u64 = 4 << 30;
+
 /// One pass of a decoding session over new tokens.
 #[derive(Debug, Clone)]
 pub struct StepOutput {
@@ -68,6 +76,15 @@ impl<'m> Decoder<'m> {
                     )));
                 }
             }
+        }
+        let cache_bytes =
+            (2 * 4 * cfg.layers * cfg.kv_heads * cfg.d_head) as u128 * capacity as u128;
+        if cache_bytes > MAX_KV_CACHE_BYTES as u128 {
+            return Err(Error::usage(format!(
+                "a KV cache for {capacity} tokens would take {:.1} GiB, past the {} GiB attnviz allows; ask for fewer tokens",
+                cache_bytes as f64 / (1u64 << 30) as f64,
+                MAX_KV_CACHE_BYTES >> 30
+            )));
         }
         if prep.learned_pos && capacity > cfg.context {
             return Err(Error::usage(format!(
@@ -251,7 +268,21 @@ pub fn generate(
             "the prompt has no tokens; give a non-empty --prompt",
         ));
     }
-    let capacity = prompt.len() + opts.max_tokens.saturating_sub(1);
+    // Every new token but the last is cached: the cache is sized before anything runs,
+    // so a count past the model's context is refused here, not in the allocator.
+    let capacity = prompt
+        .len()
+        .saturating_add(opts.max_tokens.saturating_sub(1));
+    // (A learned position table's own limit is checked by the decoder, naming its rows.)
+    if capacity > cfg.context && cfg.pos != crate::model::config::PosKind::Learned {
+        return Err(Error::usage(format!(
+            "--max-tokens {} after a {}-token prompt passes the model's context of {} tokens; give --max-tokens {} or fewer",
+            opts.max_tokens,
+            prompt.len(),
+            cfg.context,
+            (cfg.context + 1).saturating_sub(prompt.len())
+        )));
+    }
     let mut dec = Decoder::new(cfg, w, &opts.forward, capacity)?;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut steps: Vec<Step> = Vec::with_capacity(opts.max_tokens);
@@ -259,6 +290,9 @@ pub fn generate(
     let mut input = prompt.to_vec();
     while steps.len() < opts.max_tokens {
         let out = dec.feed(&input)?;
+        if out.logits.iter().any(|x| !x.is_finite()) {
+            return Err(Error::usage(NON_FINITE_LOGITS));
+        }
         if steps.is_empty() {
             prefill_ms = out.ms;
         }

@@ -24,6 +24,10 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::gguf_header::Cursor;
+pub use super::gguf_header::Value;
+pub use super::gguf_layout::TensorInfo;
+use super::gguf_layout::{check_layout, tensor_info};
 use super::matrix::{Matrix, QuantMatrix, SharedBytes};
 use super::quant::{self, GgmlType};
 use crate::error::{Error, Result};
@@ -31,112 +35,21 @@ use crate::error::{Error, Result};
 const MAGIC: &[u8; 4] = b"GGUF";
 const DEFAULT_ALIGNMENT: u64 = 32;
 
-/// One metadata value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    U8(u8),
-    I8(i8),
-    U16(u16),
-    I16(i16),
-    U32(u32),
-    I32(i32),
-    U64(u64),
-    I64(i64),
-    F32(f32),
-    F64(f64),
-    Bool(bool),
-    Str(String),
-    Array(Vec<Value>),
-}
+/// Largest `general.alignment` read: llama.cpp writes 32; a larger power of two is legal,
+/// but past 1 MiB it is a damaged header (and rounding up to it could overflow).
+const MAX_ALIGNMENT: u64 = 1 << 20;
 
-impl Value {
-    /// An integer value of any width, if it is one and is not negative.
-    pub fn as_u64(&self) -> Option<u64> {
-        match *self {
-            Value::U8(v) => Some(v as u64),
-            Value::U16(v) => Some(v as u64),
-            Value::U32(v) => Some(v as u64),
-            Value::U64(v) => Some(v),
-            Value::I8(v) => u64::try_from(v).ok(),
-            Value::I16(v) => u64::try_from(v).ok(),
-            Value::I32(v) => u64::try_from(v).ok(),
-            Value::I64(v) => u64::try_from(v).ok(),
-            _ => None,
-        }
-    }
+/// Fewest bytes of one metadata entry: key length (8), value type (4), a 1-byte value.
+const MIN_KV_BYTES: u64 = 13;
 
-    /// Any number as f64.
-    pub fn as_f64(&self) -> Option<f64> {
-        match *self {
-            Value::F32(v) => Some(v as f64),
-            Value::F64(v) => Some(v),
-            _ => self.as_u64().map(|v| v as f64).or(match *self {
-                Value::I8(v) => Some(v as f64),
-                Value::I16(v) => Some(v as f64),
-                Value::I32(v) => Some(v as f64),
-                Value::I64(v) => Some(v as f64),
-                _ => None,
-            }),
-        }
-    }
+/// Fewest bytes of one tensor info: name length (8), n_dims (4), one dim (8), type (4),
+/// offset (8).
+const MIN_TENSOR_INFO_BYTES: u64 = 32;
 
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn as_bool(&self) -> Option<bool> {
-        match *self {
-            Value::Bool(b) => Some(b),
-            _ => None,
-        }
-    }
-
-    pub fn as_array(&self) -> Option<&[Value]> {
-        match self {
-            Value::Array(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    fn type_name(&self) -> &'static str {
-        match self {
-            Value::U8(_) => "u8",
-            Value::I8(_) => "i8",
-            Value::U16(_) => "u16",
-            Value::I16(_) => "i16",
-            Value::U32(_) => "u32",
-            Value::I32(_) => "i32",
-            Value::U64(_) => "u64",
-            Value::I64(_) => "i64",
-            Value::F32(_) => "f32",
-            Value::F64(_) => "f64",
-            Value::Bool(_) => "bool",
-            Value::Str(_) => "string",
-            Value::Array(_) => "array",
-        }
-    }
-}
-
-/// Where one tensor is and what it holds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TensorInfo {
-    pub name: String,
-    /// GGML order: ne[0] varies fastest (for a linear layer ne = [in, out]).
-    pub dims: Vec<u64>,
-    pub ty: GgmlType,
-    /// Absolute byte offset of the data in the file.
-    pub start: u64,
-    pub bytes: u64,
-}
-
-impl TensorInfo {
-    pub fn elems(&self) -> u64 {
-        self.dims.iter().product()
-    }
-}
+/// Metadata entries and tensors a header may claim: real models have some dozens of
+/// keys and a few thousand tensors.
+const MAX_KV: u64 = 1 << 16;
+const MAX_TENSORS: u64 = 1 << 20;
 
 /// An open GGUF file: its metadata, tensor infos and the memory map.
 pub struct GgufFile {
@@ -162,127 +75,17 @@ impl std::fmt::Debug for GgufFile {
     }
 }
 
-/// A bounds-checked little-endian cursor over the header; every read names what it reads.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    path: &'a Path,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
-        let end = (self.pos as u64).checked_add(n);
-        match end {
-            Some(end) if end <= self.buf.len() as u64 => {
-                let s = &self.buf[self.pos..end as usize];
-                self.pos = end as usize;
-                Ok(s)
-            }
-            _ => Err(Error::file(
-                self.path,
-                format!(
-                    "truncated GGUF header: {} needs {n} bytes at offset {} but the file has {} bytes",
-                    what(),
-                    self.pos,
-                    self.buf.len()
-                ),
-            )),
-        }
-    }
-
-    fn arr<const N: usize>(&mut self, what: &dyn Fn() -> String) -> Result<[u8; N]> {
-        let s = self.take(N as u64, what)?;
-        Ok(s.try_into().expect("length checked"))
-    }
-
-    fn u32(&mut self, what: &dyn Fn() -> String) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.arr(what)?))
-    }
-
-    fn u64(&mut self, what: &dyn Fn() -> String) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.arr(what)?))
-    }
-
-    fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
-        let n = self.u64(what)?;
-        let b = self.take(n, what)?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| Error::file(self.path, format!("{} is not valid UTF-8", what())))
-    }
-
-    fn value(&mut self, ty: u32, what: &dyn Fn() -> String, depth: u32) -> Result<Value> {
-        Ok(match ty {
-            0 => Value::U8(self.arr::<1>(what)?[0]),
-            1 => Value::I8(self.arr::<1>(what)?[0] as i8),
-            2 => Value::U16(u16::from_le_bytes(self.arr(what)?)),
-            3 => Value::I16(i16::from_le_bytes(self.arr(what)?)),
-            4 => Value::U32(u32::from_le_bytes(self.arr(what)?)),
-            5 => Value::I32(i32::from_le_bytes(self.arr(what)?)),
-            6 => Value::F32(f32::from_le_bytes(self.arr(what)?)),
-            7 => match self.arr::<1>(what)?[0] {
-                0 => Value::Bool(false),
-                1 => Value::Bool(true),
-                b => {
-                    return Err(Error::file(
-                        self.path,
-                        format!("{}: bool byte {b}, expected 0 or 1", what()),
-                    ));
-                }
-            },
-            8 => Value::Str(self.string(what)?),
-            9 => {
-                if depth > 4 {
-                    return Err(Error::file(
-                        self.path,
-                        format!("{}: arrays nested deeper than 4", what()),
-                    ));
-                }
-                let ety = self.u32(what)?;
-                let n = self.u64(what)?;
-                // Every element takes at least one byte: refuse counts past the file.
-                if n > (self.buf.len() - self.pos) as u64 {
-                    return Err(Error::file(
-                        self.path,
-                        format!(
-                            "truncated GGUF header: {} claims {n} array elements, more than the {} bytes left",
-                            what(),
-                            self.buf.len() - self.pos
-                        ),
-                    ));
-                }
-                let mut v = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    v.push(self.value(ety, what, depth + 1)?);
-                }
-                Value::Array(v)
-            }
-            10 => Value::U64(u64::from_le_bytes(self.arr(what)?)),
-            11 => Value::I64(i64::from_le_bytes(self.arr(what)?)),
-            12 => Value::F64(f64::from_le_bytes(self.arr(what)?)),
-            t => {
-                return Err(Error::file(
-                    self.path,
-                    format!("{}: unknown GGUF value type {t} (known: 0..=12)", what()),
-                ));
-            }
-        })
-    }
-}
-
 impl GgufFile {
     /// Open and parse the header and tensor infos; no tensor data is read.
     pub fn open(path: &Path) -> Result<GgufFile> {
+        crate::input::check_regular(path)?;
         let file = File::open(path).map_err(|e| Error::file(path, format!("cannot open: {e}")))?;
         // SAFETY: the map is read-only; attnviz never writes the file. A file truncated
         // by another process while mapped would fault, as with any reader of a mapped file.
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| Error::file(path, format!("cannot memory-map: {e}")))?;
         let file_bytes = map.len() as u64;
-        let mut c = Cursor {
-            buf: &map,
-            pos: 0,
-            path,
-        };
+        let mut c = Cursor::new(&map, path);
         let magic = c.arr::<4>(&|| "the magic".into())?;
         if &magic != MAGIC {
             return Err(Error::file(
@@ -302,37 +105,83 @@ impl GgufFile {
         }
         let n_tensors = c.u64(&|| "the tensor count".into())?;
         let n_kv = c.u64(&|| "the metadata count".into())?;
+        // Counts are checked against the bytes left before anything is read for them.
+        let too_many = |n: u64, what: &str, min: u64, max: u64, left: u64| {
+            (n > left / min || n > max).then(|| {
+                Error::file(
+                    path,
+                    format!(
+                        "the header claims {n} {what}, but the {left} bytes left hold at most {} (and attnviz reads at most {max})",
+                        left / min
+                    ),
+                )
+            })
+        };
+        if let Some(e) = too_many(n_kv, "metadata entries", MIN_KV_BYTES, MAX_KV, c.left()) {
+            return Err(e);
+        }
         let mut meta = Vec::new();
         let mut index = HashMap::new();
         for i in 0..n_kv {
-            let key = c.string(&|| format!("metadata key {i}"))?;
+            let key = c.string(&|| format!("metadata key {i} of {n_kv}"))?;
             let what = || format!("metadata value of {key}");
             let ty = c.u32(&what)?;
             let v = c.value(ty, &what, 0)?;
-            index.insert(key.clone(), meta.len());
+            if index.insert(key.clone(), meta.len()).is_some() {
+                return Err(Error::file(
+                    path,
+                    format!(
+                        "metadata key {key} appears twice; a damaged or hand-edited header (each key once)"
+                    ),
+                ));
+            }
             meta.push((key, v));
         }
         let alignment = match index.get("general.alignment").map(|&i| &meta[i].1) {
             None => DEFAULT_ALIGNMENT,
             Some(v) => match v.as_u64() {
-                Some(a) if a > 0 && a.is_power_of_two() => a,
+                Some(a) if a > 0 && a.is_power_of_two() && a <= MAX_ALIGNMENT => a,
                 _ => {
                     return Err(Error::file(
                         path,
-                        format!("general.alignment is {v:?}, expected a power of two"),
+                        format!(
+                            "general.alignment is {v:?}, expected a power of two up to {MAX_ALIGNMENT}"
+                        ),
                     ));
                 }
             },
         };
+        if let Some(e) = too_many(
+            n_tensors,
+            "tensors",
+            MIN_TENSOR_INFO_BYTES,
+            MAX_TENSORS,
+            c.left(),
+        ) {
+            return Err(e);
+        }
         let mut raw = Vec::new();
         for i in 0..n_tensors {
-            let name = c.string(&|| format!("tensor info {i}"))?;
+            let name = c.string(&|| format!("tensor info {i} of {n_tensors}"))?;
+            let claimed = || format!("tensor info {i} of the {n_tensors} the header claims");
+            if name.is_empty() {
+                return Err(Error::file(
+                    path,
+                    format!(
+                        "{} has an empty name: the tensor count {n_tensors} is more than the file holds, or the header is damaged",
+                        claimed()
+                    ),
+                ));
+            }
             let what = || format!("tensor info of {name}");
             let nd = c.u32(&what)?;
             if nd == 0 || nd > 4 {
                 return Err(Error::file(
                     path,
-                    format!("tensor {name}: {nd} dimensions, expected 1 to 4"),
+                    format!(
+                        "tensor {name} ({}): {nd} dimensions, expected 1 to 4",
+                        claimed()
+                    ),
                 ));
             }
             let mut dims = Vec::new();
@@ -344,67 +193,22 @@ impl GgufFile {
             raw.push((name, dims, ty, off));
         }
         let data_start = (c.pos as u64).div_ceil(alignment) * alignment;
-        let mut tensors = Vec::new();
+        let mut tensors = Vec::with_capacity(raw.len());
         let mut tindex = HashMap::new();
         for (name, dims, ty_id, off) in raw {
-            let ty = GgmlType::from_id(ty_id).ok_or_else(|| {
-                Error::file(
-                    path,
-                    format!(
-                        "tensor {name} has type {}, which attnviz cannot load (supported: {})",
-                        GgmlType::name_of_id(ty_id),
-                        quant::SUPPORTED
-                    ),
-                )
-            })?;
-            let elems = dims
-                .iter()
-                .try_fold(1u64, |a, &d| a.checked_mul(d))
-                .filter(|&e| e <= usize::MAX as u64 / 4)
-                .ok_or_else(|| {
-                    Error::file(path, format!("tensor {name}: shape {dims:?} is too large"))
-                })?;
-            if !dims[0].is_multiple_of(ty.block_elems() as u64) {
+            let t = tensor_info(path, name, dims, ty_id, off, data_start, alignment)?;
+            if tindex.insert(t.name.clone(), tensors.len()).is_some() {
                 return Err(Error::file(
                     path,
                     format!(
-                        "tensor {name}: row length {} is not a multiple of the {} block size {}",
-                        dims[0],
-                        ty.name(),
-                        ty.block_elems()
+                        "tensor {} appears twice in the header; each tensor name must be unique",
+                        t.name
                     ),
                 ));
             }
-            let bytes = ty
-                .tensor_bytes(elems as usize)
-                .expect("rows are whole blocks") as u64;
-            let start = data_start + off;
-            if !off.is_multiple_of(alignment) {
-                return Err(Error::file(
-                    path,
-                    format!(
-                        "tensor {name}: data offset {off} is not a multiple of the alignment {alignment}"
-                    ),
-                ));
-            }
-            if start.checked_add(bytes).is_none_or(|end| end > file_bytes) {
-                return Err(Error::file(
-                    path,
-                    format!(
-                        "tensor {name}: data [{start}, {}) runs past the end of the file ({file_bytes} bytes): truncated file?",
-                        start.saturating_add(bytes)
-                    ),
-                ));
-            }
-            tindex.insert(name.clone(), tensors.len());
-            tensors.push(TensorInfo {
-                name,
-                dims,
-                ty,
-                start,
-                bytes,
-            });
+            tensors.push(t);
         }
+        check_layout(path, &tensors, data_start, file_bytes, alignment)?;
         Ok(GgufFile {
             path: path.to_path_buf(),
             version,
@@ -499,8 +303,11 @@ impl GgufFile {
 
     /// A required tensor, checked against its expected shape in GGML order (ne[0] first),
     /// dequantized to f32 in row-major order of the reversed shape.
+    /// Non-finite values are refused, naming the tensor.
     pub fn read(&self, name: &str, want: &[usize], what: &str) -> Result<Vec<f32>> {
-        Ok(self.dequantize(self.check(name, want, what)?))
+        let v = self.dequantize(self.check(name, want, what)?);
+        super::checks::finite(&self.path, name, &v)?;
+        Ok(v)
     }
 
     /// A required tensor's info, checked against its expected shape (GGML order).
@@ -535,7 +342,9 @@ impl GgufFile {
             ));
         }
         if t.ty == GgmlType::F32 {
-            return Ok(Matrix::F32(self.dequantize(t)));
+            let v = self.dequantize(t);
+            super::checks::finite(&self.path, name, &v)?;
+            return Ok(Matrix::F32(v));
         }
         let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
         let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.map.clone();
@@ -549,6 +358,34 @@ impl GgufFile {
         let q = QuantMatrix::new(t.ty, bytes, rows, cols)
             .map_err(|e| Error::file(&self.path, format!("tensor {name}: {e}")))?;
         Ok(Matrix::Quant(q))
+    }
+
+    /// Refuse the first tensor that holds a NaN or an infinity, naming it. Tensors read as
+    /// f32 are checked as they are read; the matrices kept in their type are not (reading
+    /// every block's scales at load cost 10-15% of SmolLM2's load time), so a run whose
+    /// numbers come out non-finite calls this to find the culprit.
+    pub fn check_finite(&self) -> Result<()> {
+        for t in &self.tensors {
+            let data = &self.map[t.start as usize..(t.start + t.bytes) as usize];
+            if t.ty == GgmlType::F32 {
+                let v: Vec<f32> = data
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                super::checks::finite(&self.path, &t.name, &v)?;
+            } else if let Some(block) = super::quant_scales::first_non_finite_block(t.ty, data) {
+                return Err(Error::file(
+                    &self.path,
+                    format!(
+                        "tensor {}{} ({}) has a NaN or infinite value or scale in block {block}; every weight must be a finite number (a damaged file?)",
+                        t.name,
+                        super::checks::layer_of(&t.name),
+                        t.ty.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Dequantize one tensor (its bounds were checked when the file was opened).

@@ -16,6 +16,7 @@
 //!   global and its sliding layers' RoPE base 10000 (unless `rope.freq_base_swa` says
 //!   otherwise), and the score scale 1/sqrt(d_model / heads) of the 27B Gemmas.
 
+use super::checks::{self, Size};
 use super::gguf::GgufFile;
 use super::weights::ExtraNorms;
 use super::{
@@ -62,7 +63,37 @@ pub fn config(g: &GgufFile) -> Result<ModelConfig> {
         }
         usize::try_from(v).map_err(|_| Error::file(&g.path, format!("metadata key {k} is {v}")))
     };
+    // Every size is checked against its ceiling before any of them is used.
+    let stated = [
+        ("block_count", Size::Layers),
+        ("attention.head_count", Size::Heads),
+        ("attention.head_count_kv", Size::Heads),
+        ("embedding_length", Size::Width),
+        ("feed_forward_length", Size::Width),
+        ("context_length", Size::Context),
+        ("attention.key_length", Size::Width),
+        ("rope.dimension_count", Size::Width),
+        ("vocab_size", Size::Vocab),
+        ("attention.sliding_window", Size::Context),
+    ]
+    .map(|(k, kind)| (key(k), kind));
+    let mut values = Vec::new();
+    for (k, kind) in &stated {
+        values.push((k.as_str(), g.opt_u64(k)?, *kind));
+    }
+    checks::sizes(&g.path, &values)?;
     let layers = usize_key("block_count")?;
+    // Each block has several tensors of its own.
+    if layers > g.tensors.len() {
+        return Err(Error::file(
+            &g.path,
+            format!(
+                "{} is {layers} but the file holds only {} tensors",
+                key("block_count"),
+                g.tensors.len()
+            ),
+        ));
+    }
     let heads = usize_key("attention.head_count")?;
     let kv_heads = match g.opt_u64(&key("attention.head_count_kv"))? {
         Some(0) | None => heads,
@@ -201,7 +232,7 @@ pub fn config(g: &GgufFile) -> Result<ModelConfig> {
         embed_scale: gemma.then(|| (d_model as f64).sqrt()),
         parallel_residual: neox && g.opt_bool(&key("use_parallel_residual"))?.unwrap_or(true),
     };
-    Ok(ModelConfig {
+    let c = ModelConfig {
         arch,
         layers,
         heads,
@@ -239,7 +270,17 @@ pub fn config(g: &GgufFile) -> Result<ModelConfig> {
         causal: true,
         tied_embeddings: g.tensor("output.weight").is_none(),
         details,
-    })
+    };
+    checks::numbers(
+        &g.path,
+        &c,
+        &checks::NumberKeys {
+            norm_eps: &eps_key,
+            rope_base: &key("rope.freq_base"),
+            local_rope_base: &key("rope.freq_base_swa"),
+        },
+    )?;
+    Ok(c)
 }
 
 /// Per-pair frequency divisors: a `rope_freqs.weight` tensor (Llama 3) or linear scaling.

@@ -29,8 +29,11 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
             "no model.safetensors or model.safetensors.index.json in this folder",
         ));
     }
-    let text = std::fs::read_to_string(&index)
-        .map_err(|e| Error::file(&index, format!("cannot read: {e}")))?;
+    let text = crate::input::read_text_limited(
+        &index,
+        crate::input::MAX_MODEL_JSON_BYTES,
+        "a model's JSON file",
+    )?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::file(&index, format!("{}:{}: {e}", e.line(), e.column())))?;
     let map = v
@@ -52,11 +55,18 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
             files.push(f.to_string());
         }
     }
+    if files.is_empty() {
+        return Err(Error::file(
+            &index,
+            "weight_map names no tensors; it should map each tensor name to its shard file",
+        ));
+    }
     files.sort();
     Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
 
 fn map_file(path: &Path) -> Result<Mmap> {
+    crate::input::check_regular(path)?;
     let f = File::open(path).map_err(|e| Error::file(path, format!("cannot open: {e}")))?;
     // SAFETY: read-only map of a file attnviz never writes.
     unsafe { Mmap::map(&f) }.map_err(|e| Error::file(path, format!("cannot memory-map: {e}")))
@@ -261,7 +271,7 @@ fn convert(
             ));
         }
     }
-    Ok(())
+    super::checks::finite(path, name, out)
 }
 
 /// Load every tensor of the folder into the canonical layout.

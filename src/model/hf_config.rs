@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::checks::{self, Size};
 use super::{Act, Arch, Details, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
 use crate::error::{Error, Result};
 
@@ -68,8 +69,11 @@ pub struct HfConfig {
 
 impl HfConfig {
     pub fn read(path: &Path) -> Result<HfConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::file(path, format!("cannot read: {e}")))?;
+        let text = crate::input::read_text_limited(
+            path,
+            crate::input::MAX_MODEL_JSON_BYTES,
+            "a model's JSON file",
+        )?;
         serde_json::from_str(&text)
             .map_err(|e| Error::file(path, format!("{}:{}: {e}", e.line(), e.column())))
     }
@@ -95,8 +99,37 @@ fn act(path: &Path, key: &str, name: &str) -> Result<Act> {
     })
 }
 
+/// Refuse any size of `h` past its ceiling, before anything is built from it.
+fn check_sizes(path: &Path, h: &HfConfig) -> Result<()> {
+    let n = |v: Option<usize>| v.map(|v| v as u64);
+    checks::sizes(
+        path,
+        &[
+            ("num_hidden_layers", n(h.num_hidden_layers), Size::Layers),
+            ("n_layer", n(h.n_layer), Size::Layers),
+            ("num_attention_heads", n(h.num_attention_heads), Size::Heads),
+            ("n_head", n(h.n_head), Size::Heads),
+            ("num_key_value_heads", n(h.num_key_value_heads), Size::Heads),
+            ("hidden_size", n(h.hidden_size), Size::Width),
+            ("n_embd", n(h.n_embd), Size::Width),
+            ("head_dim", n(h.head_dim), Size::Width),
+            ("intermediate_size", n(h.intermediate_size), Size::Width),
+            ("n_inner", n(h.n_inner), Size::Width),
+            ("vocab_size", n(h.vocab_size), Size::Vocab),
+            (
+                "max_position_embeddings",
+                n(h.max_position_embeddings),
+                Size::Context,
+            ),
+            ("n_positions", n(h.n_positions), Size::Context),
+            ("sliding_window", n(h.sliding_window), Size::Context),
+        ],
+    )
+}
+
 /// The canonical config of a folder's `config.json` (at `path`).
 pub fn config(path: &Path, h: &HfConfig) -> Result<ModelConfig> {
+    check_sizes(path, h)?;
     let ty = h
         .model_type
         .as_deref()
@@ -202,6 +235,20 @@ pub fn config(path: &Path, h: &HfConfig) -> Result<ModelConfig> {
             ),
         ));
     }
+    let norm_eps = match c.arch {
+        Arch::Gpt2 => "layer_norm_epsilon",
+        Arch::Bert | Arch::GptNeox => "layer_norm_eps",
+        _ => "rms_norm_eps",
+    };
+    checks::numbers(
+        path,
+        &c,
+        &checks::NumberKeys {
+            norm_eps,
+            rope_base: "rope_theta",
+            local_rope_base: "rope_local_base_freq",
+        },
+    )?;
     Ok(c)
 }
 
@@ -367,6 +414,7 @@ fn decoder(path: &Path, ty: &str, h: &HfConfig) -> Result<ModelConfig> {
         (Some(t), "gemma3") => {
             nested = serde_json::from_value::<HfConfig>(t.clone())
                 .map_err(|e| Error::file(path, format!("text_config: {e}")))?;
+            check_sizes(path, &nested)?;
             &nested
         }
         _ => h,

@@ -143,6 +143,27 @@ pub fn load_found(f: Found) -> Result<LoadedModel> {
     }
 }
 
+/// Called when a run of `m` produced NaN or infinite numbers: the error naming the
+/// tensor of its file that holds one, if any does. (Hugging Face weights are converted to
+/// f32 and checked at load; GGUF matrices stay in their type and are checked only here.)
+pub fn non_finite_culprit(m: &LoadedModel) -> Option<Error> {
+    if m.format != Format::Gguf {
+        return None;
+    }
+    GgufFile::open(&m.path).and_then(|g| g.check_finite()).err()
+}
+
+/// [`non_finite_culprit`], or an error saying that `what` came out non-finite from finite
+/// weights (either way the numbers are wrong and are not printed).
+pub fn non_finite_error(m: &LoadedModel, what: &str) -> Error {
+    non_finite_culprit(m).unwrap_or_else(|| {
+        Error::usage(format!(
+            "{what} came out NaN or infinite although every weight of {} is finite; the input or an intervention (--rope-base, --mask) drove the numbers out of range",
+            m.name
+        ))
+    })
+}
+
 fn check_vocab(path: &Path, c: &ModelConfig, t: &ModelTokenizer) -> Result<()> {
     let n = t.vocab_size();
     if n > c.vocab {

@@ -105,8 +105,7 @@ impl ModelTokenizer {
     /// `tokenizer_config.json` or `config.json` when they name them.
     pub fn from_hf_dir(dir: &Path) -> Result<Self> {
         let path = dir.join("tokenizer.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::file(&path, format!("cannot read: {e}")))?;
+        let text = read_json_text(&path)?;
         let mut tok = Tokenizer::from_bytes(text.as_bytes())
             .map_err(|e| Error::file(&path, format!("not a tokenizers tokenizer.json: {e}")))?;
         // transformers encodes one text without the file's padding or truncation.
@@ -133,14 +132,14 @@ impl ModelTokenizer {
             PieceStyle::Plain
         };
         let named = |key: &str| -> Option<u32> {
-            let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+            let tc = read_json_text(&dir.join("tokenizer_config.json")).ok()?;
             let tc: serde_json::Value = serde_json::from_str(&tc).ok()?;
             let v = &tc[key];
             let s = v.as_str().or_else(|| v["content"].as_str())?;
             tok.token_to_id(s)
         };
         let from_config = |key: &str| -> Option<u32> {
-            let c = std::fs::read_to_string(dir.join("config.json")).ok()?;
+            let c = read_json_text(&dir.join("config.json")).ok()?;
             let c: serde_json::Value = serde_json::from_str(&c).ok()?;
             c[key].as_u64().map(|v| v as u32)
         };
@@ -279,13 +278,23 @@ fn byte_level_bytes(t: &str) -> Option<Vec<u8>> {
     t.chars().map(|c| inv.get(&c).copied()).collect()
 }
 
+/// A text file of a model folder, read only if it is a regular file (a FIFO would block)
+/// and no larger than [`crate::input::MAX_MODEL_JSON_BYTES`].
+fn read_json_text(path: &Path) -> Result<String> {
+    crate::input::read_text_limited(
+        path,
+        crate::input::MAX_MODEL_JSON_BYTES,
+        "a model's JSON file",
+    )
+}
+
 /// A folder's chat template: `chat_template.jinja`, or `chat_template` in
 /// `tokenizer_config.json` (a string, or a list of {name, template} whose `default` is used).
 fn hf_chat_template(dir: &Path) -> Option<String> {
-    if let Ok(t) = std::fs::read_to_string(dir.join("chat_template.jinja")) {
+    if let Ok(t) = read_json_text(&dir.join("chat_template.jinja")) {
         return Some(t);
     }
-    let tc = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+    let tc = read_json_text(&dir.join("tokenizer_config.json")).ok()?;
     let tc: serde_json::Value = serde_json::from_str(&tc).ok()?;
     match &tc["chat_template"] {
         serde_json::Value::String(s) => Some(s.clone()),

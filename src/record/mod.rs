@@ -141,11 +141,26 @@ fn record_to(
     Ok(format!("{frames} frames, {} bytes; {how}", bytes.len()))
 }
 
+/// Cells of one recorded frame (`--size` COLS x ROWS). A recording holds every frame in
+/// memory before writing it, and a GIF frame is drawn in pixels: 300 x 100 (six times
+/// the default 120 x 40) keeps a long lesson under a few hundred MB; 1000 x 1000 took
+/// 3.1 GB and minutes.
+pub const MAX_RECORD_CELLS: u32 = 300 * 100;
+
 pub fn play(args: &PlayArgs) -> Result<()> {
     check_speed(args.speed)?;
     if let Some(path) = &args.record {
-        // A wrong extension is found before the scene is played.
+        // A wrong extension, a size too large or the scene file itself as the output
+        // are found before the scene is played.
         RecordFormat::from_path(path)?;
+        let cells = u32::from(args.size.cols) * u32::from(args.size.rows);
+        if cells > MAX_RECORD_CELLS {
+            return Err(Error::usage(format!(
+                "--size {}x{} is {cells} cells a frame; a recording takes at most {MAX_RECORD_CELLS} (e.g. 300x100 or 120x40)",
+                args.size.cols, args.size.rows
+            )));
+        }
+        crate::output::refuse_overwrite("--record", path, &[("SCENE", Path::new(&args.scene))])?;
     }
     let scene = scene::load(&args.scene)?;
     match &args.record {

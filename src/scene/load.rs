@@ -24,10 +24,14 @@ pub fn load(name_or_path: &str) -> Result<Scene> {
     )))
 }
 
+/// Bytes of a scene file: the longest built-in lesson is some tens of KB.
+const MAX_SCENE_BYTES: u64 = 4 << 20;
+
 /// Read and check a scene file.
 pub fn load_file(path: &Path) -> Result<Scene> {
-    let src = std::fs::read_to_string(path)
+    std::fs::metadata(path)
         .map_err(|e| Error::file(path, format!("cannot read the scene: {e}")))?;
+    let src = crate::input::read_text_limited(path, MAX_SCENE_BYTES, "a scene file")?;
     let name = path
         .file_stem()
         .map_or_else(|| "scene".into(), |s| s.to_string_lossy().into_owned());

@@ -32,6 +32,10 @@ pub const MIN_SPAN: usize = 4;
 /// The shortest block A of the induction task.
 pub const INDUCTION_MIN_SPAN: usize = 8;
 
+/// Bytes of a `--text` file: byte-level training samples random windows, so more text
+/// than this adds nothing a CPU run can learn from, and it is held in memory.
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+
 /// Where the sequences come from.
 #[derive(Debug, Clone)]
 pub enum Source {
@@ -47,8 +51,7 @@ impl Source {
     /// A text file for `--text`, refused if it cannot fill one sequence of `context` + 1
     /// bytes.
     pub fn text(path: &Path, context: usize) -> Result<Source> {
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::file(path, format!("cannot read it: {e}")))?;
+        let bytes = crate::input::read_bounded(path, MAX_TEXT_BYTES, "--text training data")?;
         if bytes.len() < context + 1 {
             return Err(Error::file(
                 path,

@@ -6,7 +6,8 @@
 //! (token id = byte value). `attnviz --model DIR` and transformers both open it.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, TensorView};
 use serde_json::json;
@@ -25,10 +26,112 @@ pub enum Vocab {
     Bytes,
 }
 
-/// Writes the folder `dir` (created if missing; files of the same names replaced).
+/// The files a written folder holds; a folder with only these is an earlier attnviz
+/// model, which `--out` may replace.
+const FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// Check before training that `dir` can be written: its parent exists and takes a new
+/// folder, and `dir` is new, empty, or an earlier attnviz model (nothing else is ever
+/// replaced). A run is then never lost to an output found bad only at its end.
+pub fn check_out(dir: &Path) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            return Err(Error::file(
+                dir,
+                "--out exists and is not a folder; --out names a folder to write the model into",
+            ));
+        }
+        Ok(_) => {
+            let entries = std::fs::read_dir(dir)
+                .map_err(|e| Error::file(dir, format!("--out cannot be read: {e}")))?;
+            for e in entries {
+                let name = e
+                    .map_err(|e| Error::file(dir, format!("--out cannot be read: {e}")))?
+                    .file_name();
+                if !FILES.iter().any(|f| name == *f) {
+                    return Err(Error::file(
+                        dir,
+                        format!(
+                            "--out is a folder that holds {name:?}, which attnviz did not write; give a new or empty folder (or one an earlier `attnviz train --out` wrote)"
+                        ),
+                    ));
+                }
+            }
+        }
+        Err(_) => {}
+    }
+    // Proves the parent takes a new folder (exists, writable) the way the end will write.
+    let staging = Staging::create(dir)?;
+    drop(staging);
+    Ok(())
+}
+
+/// A folder being written beside its final name; removed unless [`Staging::commit`] runs.
+struct Staging {
+    target: PathBuf,
+    tmp: PathBuf,
+    committed: bool,
+}
+
+impl Staging {
+    fn create(target: &Path) -> Result<Staging> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| Error::file(target, "--out is not a folder name"))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".attnviz-{}.tmp", std::process::id()));
+        let tmp = target.with_file_name(tmp_name);
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir(&tmp)
+            .map_err(|e| Error::file(target, format!("--out cannot be written: {e}")))?;
+        Ok(Staging {
+            target: target.to_path_buf(),
+            tmp,
+            committed: false,
+        })
+    }
+
+    /// Put the written folder in place: a new name is one rename; an earlier model is
+    /// moved aside first and removed once the new one is in place.
+    fn commit(mut self) -> Result<()> {
+        let fail = |e: std::io::Error| Error::file(&self.target, format!("cannot write: {e}"));
+        if self.target.exists() {
+            let mut old = self.tmp.clone().into_os_string();
+            old.push(".old");
+            let old = PathBuf::from(old);
+            std::fs::rename(&self.target, &old).map_err(fail)?;
+            if let Err(e) = std::fs::rename(&self.tmp, &self.target) {
+                let _ = std::fs::rename(&old, &self.target);
+                return Err(fail(e));
+            }
+            let _ = std::fs::remove_dir_all(&old);
+        } else {
+            std::fs::rename(&self.tmp, &self.target).map_err(fail)?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// Writes the folder `dir` whole or not at all: into a folder beside it, then renamed
+/// (an earlier attnviz model there is replaced; see [`check_out`]).
 pub fn write_hf_gpt2(dir: &Path, layout: &Layout, params: &[f32], vocab: Vocab) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::file(dir, format!("cannot create the folder: {e}")))?;
+    check_out(dir)?;
+    let staging = Staging::create(dir)?;
+    write_files(&staging.tmp, layout, params, vocab)?;
+    staging.commit()
+}
+
+fn write_files(dir: &Path, layout: &Layout, params: &[f32], vocab: Vocab) -> Result<()> {
     let s = layout.shape;
     let config = json!({
         "model_type": "gpt2",
@@ -94,14 +197,18 @@ pub fn write_hf_gpt2(dir: &Path, layout: &Layout, params: &[f32], vocab: Vocab) 
         })
         .collect::<Result<Vec<_>>>()?;
     let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let path = dir.join("model.safetensors");
-    safetensors::tensor::serialize_to_file(views, Some(meta), &path)
-        .map_err(|e| Error::file(&path, format!("cannot write: {e}")))
+    let bytes = safetensors::tensor::serialize(views, Some(meta))
+        .map_err(|e| Error::Internal(format!("model.safetensors: {e}")))?;
+    write(dir, "model.safetensors", &bytes)
 }
 
+/// One file of the staged folder, flushed to the disk (a full disk fails here, before
+/// the rename).
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let p = dir.join(name);
-    std::fs::write(&p, bytes).map_err(|e| Error::file(&p, format!("cannot write: {e}")))
+    let fail = |e: std::io::Error| Error::file(&p, format!("cannot write: {e}"));
+    let mut f = std::fs::File::create(&p).map_err(fail)?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(fail)
 }
 
 fn numbers_tokenizer(vocab: usize) -> serde_json::Value {

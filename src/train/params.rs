@@ -32,6 +32,15 @@ impl ModelShape {
         4 * self.d_model
     }
 
+    /// Parameters: token and position embeddings, per block two LayerNorms, Q/K/V and
+    /// the output projection, the MLP (with biases), and the final LayerNorm.
+    pub fn params(&self) -> u64 {
+        let (d, l) = (self.d_model as u64, self.layers as u64);
+        let block =
+            4 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d);
+        (self.vocab as u64 + self.context as u64) * d + l * block + 2 * d
+    }
+
     /// Refuses sizes the model cannot have, naming the flag.
     pub fn check(&self) -> Result<()> {
         for (flag, v) in [
@@ -244,6 +253,7 @@ mod tests {
         assert_eq!(end, l.total);
         // 5*8 + 6*8 + 2 * (12*8*8 + 13*8) + 2*8
         assert_eq!(l.total, 40 + 48 + 2 * (768 + 104) + 16);
+        assert_eq!(s.params(), l.total as u64);
         let (a, b) = (l.init(3), l.init(3));
         assert_eq!(a, b);
         assert_ne!(a, l.init(4));

@@ -34,6 +34,10 @@ pub struct TrainConfig {
     pub eval_batch: usize,
 }
 
+/// Memory a training run may take (see [`TrainConfig::memory_bytes`]): past it a run
+/// would swap or abort, not train.
+pub const MAX_TRAIN_BYTES: u64 = 8 << 30;
+
 impl TrainConfig {
     pub fn check(&self) -> Result<()> {
         self.shape.check()?;
@@ -49,13 +53,44 @@ impl TrainConfig {
                 self.lr
             )));
         }
-        if self.batch * self.shape.context > 1 << 20 {
+        if self
+            .batch
+            .checked_mul(self.shape.context)
+            .is_none_or(|tokens| tokens > 1 << 20)
+        {
             return Err(Error::usage(format!(
                 "--batch {} x --context {} is over 2^20 tokens a step; use a smaller batch",
                 self.batch, self.shape.context
             )));
         }
+        let need = self.memory_bytes();
+        if need > MAX_TRAIN_BYTES {
+            let s = &self.shape;
+            return Err(Error::usage(format!(
+                "--layers {} --d-model {} --context {} --vocab {} --batch {} would need about {:.1} GiB (weights, gradients and AdamW's two moments: {} parameters; activations of a step), past the {} GiB attnviz trains in; make the model or the batch smaller",
+                s.layers,
+                s.d_model,
+                s.context,
+                s.vocab,
+                self.batch,
+                need as f64 / (1u64 << 30) as f64,
+                s.params(),
+                MAX_TRAIN_BYTES >> 30
+            )));
+        }
         Ok(())
+    }
+
+    /// Bytes a run holds, estimated from the shape before anything is allocated: f32
+    /// weights, gradients and AdamW's two moments (16 bytes a parameter), and a step's
+    /// activations (about 20 d_model values a token in each block, and the logits and
+    /// their gradient).
+    pub fn memory_bytes(&self) -> u64 {
+        let s = &self.shape;
+        let tokens = (self.batch.max(self.eval_batch) as u128) * s.context as u128;
+        let per_token = 20 * s.layers as u128 * s.d_model as u128 + 2 * s.vocab as u128;
+        let total = 16 * s.params() as u128 + 4 * tokens * per_token;
+        total.min(u64::MAX as u128) as u64
     }
 }
 

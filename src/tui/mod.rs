@@ -310,8 +310,10 @@ pub fn view_source(args: &ViewArgs, tokens: Vec<String>) -> Result<(Source, Stri
 
 /// One token per line; a trailing empty line is ignored, an empty line inside is not.
 pub fn read_tokens(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
+    // One label per token of at most MAX_VIEW_TOKENS: 4 MiB is far more than they take.
+    std::fs::metadata(path)
         .map_err(|e| Error::file(path, format!("cannot read the tokens file: {e}")))?;
+    let text = crate::input::read_text_limited(path, 4 << 20, "a tokens file")?;
     let lines: Vec<&str> = text.lines().collect();
     let lines = match lines.split_last() {
         Some((last, rest)) if last.trim().is_empty() => rest.to_vec(),

@@ -1,6 +1,6 @@
 //! The real terminal: raw mode, alternate screen, mouse capture, and putting it all
 //! back on exit, on error (the guard's Drop), on panic (a hook that restores before
-//! the message is printed) and on SIGTERM, SIGHUP and SIGINT sent from outside (a
+//! the message is printed) and on SIGTERM, SIGHUP, SIGINT and SIGQUIT sent from outside (a
 //! thread that restores, then lets the signal end the process as it would have).
 
 use std::io::{IsTerminal, Stdout, stdout};
@@ -54,14 +54,15 @@ fn install_panic_hook() {
     });
 }
 
-/// SIGTERM, SIGHUP and SIGINT (in raw mode Ctrl-C is a key, so a SIGINT comes from
-/// `kill`): restore the terminal, then end the process by the same signal, so the
+/// SIGTERM, SIGHUP, SIGINT and SIGQUIT (in raw mode Ctrl-C and Ctrl-\\ are keys, so these
+/// come from `kill`): restore the terminal, then end the process by the same signal, so the
 /// parent sees what it sent. A thread, not a signal handler, does the restoring: it
 /// writes to the terminal and takes locks, which a handler must not.
 #[cfg(unix)]
 fn install_signal_handler() {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT]) else {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT, SIGQUIT])
+    else {
         // Without the handler the signals keep their default action (the terminal is
         // left as it is, as before); the app itself still works.
         return;

@@ -226,7 +226,9 @@ fn bad_gradient_requests_exit_2_naming_the_flag() {
     write(&f.p("bad.npy"), &random(&mut rng, &[2, 6, 4]));
     let err = run(&["--grad-out", &f.s("bad.npy"), "--dq", &f.s("dq.npy")]);
     assert!(
-        err.contains("--grad-out") && err.contains("[1, 2, 6, 3]"),
+        err.contains("--grad-out")
+            && err.contains("[2, 6, 4] (rank 3)")
+            && err.contains("rank 3 with shape [2, 6, 3]"),
         "{err}"
     );
     let err = run(&["--grad-out", &f.s("do.npy"), "--dq", &f.s("q.npy")]);

@@ -11,6 +11,7 @@ mod compute;
 mod compute_outputs;
 mod doc_commands;
 mod imports;
+mod limits;
 mod numbers;
 mod numerics;
 mod output;

@@ -1,5 +1,6 @@
 //! The terminal is put back (raw mode off, main screen, mouse released) when the app is
-//! ended from outside by SIGTERM, SIGHUP or SIGINT, and when it panics, as it is on `q`.
+//! ended from outside by SIGTERM, SIGHUP, SIGINT or SIGQUIT, and when it panics, as it is on
+//! `q`.
 //! Driven in a real terminal (tmux); skipped, with a message, where tmux is missing.
 
 use std::process::Command;
@@ -158,6 +159,11 @@ fn sighup_restores_the_terminal() {
 #[test]
 fn sigint_from_outside_restores_the_terminal() {
     ends_on_signal("INT", 130);
+}
+
+#[test]
+fn sigquit_from_outside_restores_the_terminal() {
+    ends_on_signal("QUIT", 131);
 }
 
 #[test]

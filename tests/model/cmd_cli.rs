@@ -417,7 +417,15 @@ fn bad_flags_exit_2_naming_the_flag() {
 #[test]
 fn long_texts_run_without_weights_and_weight_readers_name_their_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let m = llama(dir.path());
+    let m = dir.path().join("long.gguf");
+    tiny_llama(
+        Tiny {
+            context: 8192,
+            ..Tiny::new()
+        },
+        Quant::F32,
+    )
+    .write(&m);
     let m = m.to_str().unwrap();
     let ids: Vec<u64> = (0..6000u64).map(|i| 3 + i * 7 % 90).collect();
     let list = join(&ids);

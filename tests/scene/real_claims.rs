@@ -44,9 +44,8 @@ fn argmax(row: &[f32]) -> usize {
         .0
 }
 
-fn row(s: &ModelSession, layer: usize, head: usize, i: usize) -> &[f32] {
-    let n = s.n();
-    &s.head_weights(layer, head)[i * n..(i + 1) * n]
+fn row(s: &ModelSession, layer: usize, head: usize, i: usize) -> Vec<f32> {
+    s.row_weights(layer, head, i)
 }
 
 fn losses(s: &ModelSession) -> (f64, f64) {
@@ -98,12 +97,12 @@ fn attention_sinks_says_what_the_model_and_the_screen_show() {
     assert_eq!((ss.pieces[0].trim(), ss.pieces[5].trim()), ("The", "mat"));
     let (layer, n) = (12, ss.n());
     for h in 0..heads {
-        assert_eq!(argmax(row(ss, layer, h, 5)), 0, "head {}", h + 1);
+        assert_eq!(argmax(&row(ss, layer, h, 5)), 0, "head {}", h + 1);
     }
     let w = format!("{:.2}", row(ss, layer, 0, 5)[0]);
     for i in 1..n {
         let agree = (0..heads)
-            .filter(|&h| argmax(row(ss, layer, h, i)) == 0)
+            .filter(|&h| argmax(&row(ss, layer, h, i)) == 0)
             .count();
         assert!(agree * 2 > heads, "token {}: {agree} heads", i + 1);
     }
@@ -257,7 +256,7 @@ fn induction_real_names_the_heads_tokens_and_figures_of_the_run() {
     let ss = session(&p);
     assert_eq!((ss.pieces[25].trim(), ss.pieces[75].trim()), ("Bur", "Bur"));
     let copied: Vec<usize> = (50..100)
-        .filter(|&i| argmax(row(ss, 18, 6, i)) == i - 49)
+        .filter(|&i| argmax(&row(ss, 18, 6, i)) == i - 49)
         .collect();
     let (en, zh) = said(&s, 3);
     assert!(
