@@ -369,117 +369,141 @@ mod x86 {
     /// The 32-value types: `bytes` per block, unsigned levels from `levels`, then
     /// y = sum_b d_w d_x (dot - offset * sum_x) + m_w d_x sum_x. Two blocks per step into
     /// two accumulators, so that the FMA latency does not bound the loop.
+    ///
+    /// No closures here or in the kernels: a closure is a function of its own without the
+    /// caller's target features, so its intrinsics would not inline (each became a call,
+    /// and decoding ran 7x slower than llama.cpp). Helpers are `#[inline(always)]` fns.
     #[inline(always)]
-    unsafe fn dot_32<D: I8Dot>(
+    unsafe fn dot_32<D: I8Dot, L: Levels>(
         w: &[u8],
         a: ActRow<'_>,
         bytes: usize,
         offset: f32,
         has_min: bool,
-        levels: impl Fn(*const u8) -> __m256i,
     ) -> f32 {
         unsafe {
-            let step = |b: usize, acc: &mut __m256, corr: &mut f32| {
+            let nb = a.d.len();
+            let mut acc = [_mm256_setzero_ps(); 2];
+            let mut corr = [0.0f32; 2];
+            for b in 0..nb {
                 let blk = w.as_ptr().add(b * bytes);
                 let (dw, mw) = if has_min {
                     halves2(blk)
                 } else {
                     (half(blk), 0.0)
                 };
-                let p = D::dot(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
+                let p = D::dot(L::levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
                 let dd = dw * *a.d.get_unchecked(b);
-                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), *acc);
-                *corr += (mw - offset * dw) * *a.ds.get_unchecked(b);
-            };
-            let nb = a.d.len();
-            let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            let (mut c0, mut c1) = (0.0f32, 0.0f32);
-            for b in (0..nb - nb % 2).step_by(2) {
-                step(b, &mut acc0, &mut c0);
-                step(b + 1, &mut acc1, &mut c1);
+                let k = b % 2;
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), acc[k]);
+                corr[k] += (mw - offset * dw) * *a.ds.get_unchecked(b);
             }
-            if nb % 2 == 1 {
-                step(nb - 1, &mut acc0, &mut c0);
+            hsum(_mm256_add_ps(acc[0], acc[1])) + corr[0] + corr[1]
+        }
+    }
+
+    /// A 32-value block's 32 levels as bytes, from the block's start.
+    pub trait Levels {
+        unsafe fn levels(blk: *const u8) -> __m256i;
+    }
+    struct Q4_0L;
+    struct Q4_1L;
+    struct Q5_0L;
+    struct Q5_1L;
+    struct Q8_0L;
+    struct Iq4NlL;
+    impl Levels for Q4_0L {
+        #[inline(always)]
+        unsafe fn levels(b: *const u8) -> __m256i {
+            unsafe { nibbles(b.add(2)) }
+        }
+    }
+    impl Levels for Q4_1L {
+        #[inline(always)]
+        unsafe fn levels(b: *const u8) -> __m256i {
+            unsafe { nibbles(b.add(4)) }
+        }
+    }
+    impl Levels for Q5_0L {
+        #[inline(always)]
+        unsafe fn levels(b: *const u8) -> __m256i {
+            unsafe { _mm256_or_si256(nibbles(b.add(6)), fifth_bits(b.add(2))) }
+        }
+    }
+    impl Levels for Q5_1L {
+        #[inline(always)]
+        unsafe fn levels(b: *const u8) -> __m256i {
+            unsafe { _mm256_or_si256(nibbles(b.add(8)), fifth_bits(b.add(4))) }
+        }
+    }
+    impl Levels for Q8_0L {
+        #[inline(always)]
+        unsafe fn levels(b: *const u8) -> __m256i {
+            unsafe { load(b.add(2)) }
+        }
+    }
+    impl Levels for Iq4NlL {
+        #[inline(always)]
+        unsafe fn levels(b: *const u8) -> __m256i {
+            unsafe {
+                let t = _mm_loadu_si128(super::quant::KVALUES_IQ4NL.as_ptr().cast());
+                _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(b.add(2)))
             }
-            hsum(_mm256_add_ps(acc0, acc1)) + c0 + c1
         }
     }
 
     // block_q4_0: f16 d; u8 qs[16].  y = d (nibble - 8)
     #[inline(always)]
     unsafe fn q4_0_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
-        unsafe { dot_32::<D>(w, a, 18, 8.0, false, |b| nibbles(b.add(2))) }
+        unsafe { dot_32::<D, Q4_0L>(w, a, 18, 8.0, false) }
     }
 
     // block_q4_1: f16 d; f16 m; u8 qs[16].  y = d nibble + m
     #[inline(always)]
     unsafe fn q4_1_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
-        unsafe { dot_32::<D>(w, a, 20, 0.0, true, |b| nibbles(b.add(4))) }
+        unsafe { dot_32::<D, Q4_1L>(w, a, 20, 0.0, true) }
     }
 
     // block_q5_0: f16 d; u8 qh[4]; u8 qs[16].  y = d ((nibble | bit << 4) - 16)
     #[inline(always)]
     unsafe fn q5_0_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
-        unsafe {
-            dot_32::<D>(w, a, 22, 16.0, false, |b| {
-                _mm256_or_si256(nibbles(b.add(6)), fifth_bits(b.add(2)))
-            })
-        }
+        unsafe { dot_32::<D, Q5_0L>(w, a, 22, 16.0, false) }
     }
 
     // block_q5_1: f16 d; f16 m; u8 qh[4]; u8 qs[16].  y = d (nibble | bit << 4) + m
     #[inline(always)]
     unsafe fn q5_1_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
-        unsafe {
-            dot_32::<D>(w, a, 24, 0.0, true, |b| {
-                _mm256_or_si256(nibbles(b.add(8)), fifth_bits(b.add(4)))
-            })
-        }
+        unsafe { dot_32::<D, Q5_1L>(w, a, 24, 0.0, true) }
     }
 
     /// Signed 32-value types (Q8_0, IQ4_NL): y = sum_b d_w d_x dot(levels, x), two
     /// accumulators as [`dot_32`].
     #[inline(always)]
-    unsafe fn dot_32_signed<D: I8Dot>(
-        w: &[u8],
-        a: ActRow<'_>,
-        bytes: usize,
-        levels: impl Fn(*const u8) -> __m256i,
-    ) -> f32 {
+    unsafe fn dot_32_signed<D: I8Dot, L: Levels>(w: &[u8], a: ActRow<'_>, bytes: usize) -> f32 {
         unsafe {
-            let step = |b: usize, acc: &mut __m256| {
-                let blk = w.as_ptr().add(b * bytes);
-                let p = dot_signed::<D>(levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
-                let dd = half(blk) * *a.d.get_unchecked(b);
-                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), *acc);
-            };
             let nb = a.d.len();
-            let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            for b in (0..nb - nb % 2).step_by(2) {
-                step(b, &mut acc0);
-                step(b + 1, &mut acc1);
+            let mut acc = [_mm256_setzero_ps(); 2];
+            for b in 0..nb {
+                let blk = w.as_ptr().add(b * bytes);
+                let p = dot_signed::<D>(L::levels(blk), load_i8(a.qs.as_ptr().add(32 * b)));
+                let dd = half(blk) * *a.d.get_unchecked(b);
+                let k = b % 2;
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(p), acc[k]);
             }
-            if nb % 2 == 1 {
-                step(nb - 1, &mut acc0);
-            }
-            hsum(_mm256_add_ps(acc0, acc1))
+            hsum(_mm256_add_ps(acc[0], acc[1]))
         }
     }
 
     // block_q8_0: f16 d; i8 qs[32].
     #[inline(always)]
     unsafe fn q8_0_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
-        unsafe { dot_32_signed::<D>(w, a, 34, |b| load(b.add(2))) }
+        unsafe { dot_32_signed::<D, Q8_0L>(w, a, 34) }
     }
 
     // block_iq4_nl: f16 d; u8 qs[16]; y = d kvalues[nibble].
     #[inline(always)]
     unsafe fn iq4_nl_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
-        unsafe {
-            let t = _mm_loadu_si128(super::quant::KVALUES_IQ4NL.as_ptr().cast());
-            let table = _mm256_set_m128i(t, t);
-            dot_32_signed::<D>(w, a, 18, |b| _mm256_shuffle_epi8(table, nibbles(b.add(2))))
-        }
+        unsafe { dot_32_signed::<D, Iq4NlL>(w, a, 18) }
     }
 
     /// The 8 (scale, min) pairs of a Q4_K / Q5_K super-block.
@@ -553,6 +577,12 @@ mod x86 {
         unsafe { dot_k4::<D, true>(w, a) }
     }
 
+    /// The low 2 bits of each byte of v, moved to bits 4-5 (Q6_K's high bits).
+    #[inline(always)]
+    unsafe fn high2(v: __m256i) -> __m256i {
+        unsafe { _mm256_slli_epi16(_mm256_and_si256(v, _mm256_set1_epi8(3)), 4) }
+    }
+
     // block_q6_K: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d (layout in quant.rs).
     #[inline(always)]
     unsafe fn q6_k_dot<D: I8Dot>(w: &[u8], a: ActRow<'_>) -> f32 {
@@ -560,7 +590,6 @@ mod x86 {
             let mut acc = _mm256_setzero_ps();
             let mut corr = 0.0f32;
             let m4 = _mm256_set1_epi8(0x0F);
-            let m2 = _mm256_set1_epi8(3);
             for (b, &dx) in a.d.iter().enumerate() {
                 let blk = &w[b * 210..b * 210 + 210];
                 let d = half(blk.as_ptr().add(208));
@@ -572,14 +601,17 @@ mod x86 {
                     let (l0, l1) = (load(ql), load(ql.add(32)));
                     let xs = a.qs.as_ptr().add(256 * b + 128 * h);
                     let s = &sc[8 * h..8 * h + 8];
-                    let hb = |shift: i32| {
-                        let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift));
-                        _mm256_slli_epi16(_mm256_and_si256(v, m2), 4)
-                    };
-                    let q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), hb(0));
-                    let q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), hb(2));
-                    let q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hb(4));
-                    let q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), hb(6));
+                    let q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), high2(qh));
+                    let q1 =
+                        _mm256_or_si256(_mm256_and_si256(l1, m4), high2(_mm256_srli_epi16(qh, 2)));
+                    let q2 = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        high2(_mm256_srli_epi16(qh, 4)),
+                    );
+                    let q3 = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        high2(_mm256_srli_epi16(qh, 6)),
+                    );
                     isum = _mm256_add_epi32(isum, D::scaled(q0, load_i8(xs), s[0], s[1]));
                     isum = _mm256_add_epi32(isum, D::scaled(q1, load_i8(xs.add(32)), s[2], s[3]));
                     isum = _mm256_add_epi32(isum, D::scaled(q2, load_i8(xs.add(64)), s[4], s[5]));
