@@ -62,6 +62,30 @@ pub(crate) enum Keys<'a> {
     },
 }
 
+/// A point inside a block where a [`Hook`] reads, or replaces, an activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Site {
+    /// The residual stream entering the block [n, d_model] (called by the forward pass,
+    /// before the block runs).
+    ResidPre,
+    /// The values [kv_heads, n, d_head] after their projection (and RoPE-free: values
+    /// carry no position), before attention reads them.
+    Values,
+    /// The heads' outputs side by side, before W_O [n, heads * d_head] (ablated heads
+    /// already zeroed): head h's output at position i is `[i, h*d_head..(h+1)*d_head]`.
+    HeadOut,
+    /// The attention output added to the residual stream [n, d_model]: concat W_O^T + b_O,
+    /// after the post-attention norm of models that have one.
+    AttnOut,
+    /// The MLP output added to the residual stream [n, d_model], after the post-MLP norm
+    /// of models that have one.
+    MlpOut,
+}
+
+/// Called at each [`Site`] of a block with the activation there; it may read it or
+/// overwrite it in place (activation patching), and the block goes on with what it holds.
+pub type Hook<'a> = &'a mut dyn FnMut(Site, &mut [f32]) -> Result<()>;
+
 /// Per-layer options.
 pub(crate) struct LayerOpts<'a> {
     /// Query heads whose outputs are zeroed before W_O.
@@ -72,6 +96,8 @@ pub(crate) struct LayerOpts<'a> {
     /// prompt's [H, n, n_k] would take gigabytes). Cached keys without a soft cap only.
     pub last_row_only: bool,
     pub trace: Option<&'a mut LayerTrace>,
+    /// Reads or replaces activations at each [`Site`] (full passes over own keys).
+    pub hook: Option<Hook<'a>>,
 }
 
 /// Buffers of one pass, sized on first use and reused by every layer.
@@ -137,6 +163,9 @@ pub(crate) fn block_forward(
     split_heads(&buf.q_tok, n, h, dh, &mut buf.qh);
     split_heads(&buf.k_tok, n, g, dh, &mut buf.kh);
     split_heads(&buf.v_tok, n, g, dh, &mut buf.vh);
+    if let Some(hook) = lo.hook.as_mut() {
+        hook(Site::Values, &mut buf.vh)?;
+    }
     if let Some(tr) = lo.trace.as_deref_mut() {
         tr.push("q", "x W_q^T + b_q, split into heads", &[h, n, dh], &buf.qh);
         tr.push(
@@ -331,6 +360,9 @@ pub(crate) fn block_forward(
             }
         }
     }
+    if let Some(hook) = lo.hook.as_mut() {
+        hook(Site::HeadOut, &mut buf.concat)?;
+    }
     buf.proj.resize(n * d, 0.0);
     linear(&buf.concat, n, &lw.wo, &mut buf.proj, t)?;
     if let Some(tr) = lo.trace.as_deref_mut() {
@@ -348,6 +380,9 @@ pub(crate) fn block_forward(
         if let Some(tr) = lo.trace.as_deref_mut() {
             tr.push("post_attn_norm", "norm(attn_out)", &[n, d], &buf.proj);
         }
+    }
+    if let Some(hook) = lo.hook.as_mut() {
+        hook(Site::AttnOut, &mut buf.proj)?;
     }
     let parallel = cfg.details.parallel_residual;
     if parallel {
@@ -399,6 +434,9 @@ pub(crate) fn block_forward(
     if let Some(norm) = &lw.extra.post_mlp {
         let raw = buf.proj.clone();
         norm_rows(cfg.norm, &raw, d, norm, eps, &mut buf.proj);
+    }
+    if let Some(hook) = lo.hook.as_mut() {
+        hook(Site::MlpOut, &mut buf.proj)?;
     }
     add_into(x, &buf.proj);
     if parallel {

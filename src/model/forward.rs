@@ -7,7 +7,7 @@ use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::{Error, Result};
 use crate::kernel::default_threads;
-use crate::model::block::{BlockCtx, Buffers, Keys, LayerOpts, block_forward};
+use crate::model::block::{BlockCtx, Buffers, Hook, Keys, LayerOpts, Site, block_forward};
 use crate::model::config::{ModelConfig, PosKind, RopeStyle};
 use crate::model::gemm::matmul_matrix;
 use crate::model::norm::norm_rows;
@@ -332,14 +332,94 @@ pub fn forward_with(
     crate::model::qmatmul::exact(|| forward_exact(cfg, w, ids, opts, sink))
 }
 
+/// A hook over a whole pass: called with the layer (from 0) and the [`Site`] of each
+/// activation; it may read or overwrite it. After the last block it is called once more
+/// with layer = the number of layers and `Site::ResidPre`: the residual stream the final
+/// norm reads.
+pub type PassHook<'a> = &'a mut dyn FnMut(usize, Site, &mut [f32]) -> Result<()>;
+
+/// [`forward_with`], calling `hook` at every [`Site`] of every layer (the residual
+/// stream entering block l with `Site::ResidPre`): the reads of attribution and the
+/// lens, the writes of activation patching.
+pub fn forward_hooked(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    opts: &ForwardOptions,
+    sink: impl FnMut(usize, &[f32]) -> Result<()>,
+    hook: PassHook,
+) -> Result<ForwardOutput> {
+    crate::model::qmatmul::exact(|| {
+        let prep = Prepared::new(cfg, w, opts)?;
+        let mut x = vec![0.0f32; ids.len() * cfg.d_model];
+        embed(cfg, w, ids, 0, prep.learned_pos, &mut x)?;
+        run_layers(cfg, w, ids, x, 0, opts, &prep, sink, Some(hook))
+    })
+}
+
+/// The rest of a pass from block `start` on, given the residual stream `x` [n, d_model]
+/// entering it (from an earlier pass's `Site::ResidPre`): what activation patching
+/// reruns after the layer it patches. `ids` are the pass's tokens (for the loss).
+pub fn forward_from(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    x: Vec<f32>,
+    start: usize,
+    opts: &ForwardOptions,
+    hook: PassHook,
+) -> Result<ForwardOutput> {
+    if x.len() != ids.len() * cfg.d_model || start > cfg.layers {
+        return Err(Error::usage(format!(
+            "a pass from layer {start} needs {} x {} residual values and a layer in 0..={}; got {} values",
+            ids.len(),
+            cfg.d_model,
+            cfg.layers,
+            x.len()
+        )));
+    }
+    crate::model::qmatmul::exact(|| {
+        let prep = Prepared::new(cfg, w, opts)?;
+        run_layers(
+            cfg,
+            w,
+            ids,
+            x,
+            start,
+            opts,
+            &prep,
+            |_, _| Ok(()),
+            Some(hook),
+        )
+    })
+}
+
 fn forward_exact(
     cfg: &ModelConfig,
     w: &Weights,
     ids: &[u32],
     opts: &ForwardOptions,
-    mut sink: impl FnMut(usize, &[f32]) -> Result<()>,
+    sink: impl FnMut(usize, &[f32]) -> Result<()>,
 ) -> Result<ForwardOutput> {
     let prep = Prepared::new(cfg, w, opts)?;
+    let mut x = vec![0.0f32; ids.len() * cfg.d_model];
+    embed(cfg, w, ids, 0, prep.learned_pos, &mut x)?;
+    run_layers(cfg, w, ids, x, 0, opts, &prep, sink, None)
+}
+
+/// Blocks `start..` on the residual stream x, then the final norm and the logits.
+#[allow(clippy::too_many_arguments)]
+fn run_layers(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    mut x: Vec<f32>,
+    start: usize,
+    opts: &ForwardOptions,
+    prep: &Prepared,
+    mut sink: impl FnMut(usize, &[f32]) -> Result<()>,
+    mut hook: Option<PassHook>,
+) -> Result<ForwardOutput> {
     let n = ids.len();
     if let Some(l) = opts.trace_layer
         && l >= cfg.layers
@@ -349,9 +429,6 @@ fn forward_exact(
             cfg.layers - 1
         )));
     }
-    let mut x = vec![0.0f32; n * cfg.d_model];
-    embed(cfg, w, ids, 0, prep.learned_pos, &mut x)?;
-
     let shape = ProblemShape {
         batch: 1,
         heads: cfg.heads,
@@ -366,13 +443,20 @@ fn forward_exact(
     let mut buf = Buffers::default();
     let mut weights = Vec::new();
     let mut trace = None;
-    for (l, lw) in w.layers.iter().enumerate() {
+    for (l, lw) in w.layers.iter().enumerate().skip(start) {
         let mut tr = (opts.trace_layer == Some(l)).then(|| LayerTrace::new(l));
+        let mut layer_hook = hook
+            .as_mut()
+            .map(|h| move |site: Site, a: &mut [f32]| h(l, site, a));
+        if let Some(h) = layer_hook.as_mut() {
+            h(Site::ResidPre, &mut x)?;
+        }
         let lo = LayerOpts {
             ablate: &prep.ablate[l],
             weights: opts.keep_attention.then_some(&mut weights),
             last_row_only: false,
             trace: tr.as_mut(),
+            hook: layer_hook.as_mut().map(|h| h as Hook),
         };
         let ctx = prep.ctx(cfg, ropes.as_ref(), l);
         let keys = Keys::Own { spec: &specs[l] };
@@ -383,6 +467,9 @@ fn forward_exact(
         if tr.is_some() {
             trace = tr;
         }
+    }
+    if let Some(h) = hook.as_mut() {
+        h(cfg.layers, Site::ResidPre, &mut x)?;
     }
     drop(weights);
     drop(buf);

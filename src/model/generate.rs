@@ -135,6 +135,7 @@ impl<'m> Decoder<'m> {
                 weights: self.keep_attention.then_some(&mut weights[l]),
                 last_row_only: true,
                 trace: None,
+                hook: None,
             };
             block_forward(&ctx, lw, &mut x, n, keys, &mut self.buf, lo)?;
             // Keep only the last query row of each head [heads, n_k]: a long prompt's

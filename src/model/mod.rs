@@ -27,6 +27,7 @@
 //! pass reads only those two, so nothing format-specific leaks past the loaders.
 
 mod block;
+pub use block::{Hook, Site};
 pub mod cache;
 pub mod chat;
 mod checks;
@@ -66,7 +67,10 @@ pub mod trace;
 pub mod weights;
 
 pub use config::{Act, Arch, Details, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
-pub use forward::{ForwardOptions, ForwardOutput, LogitRows, forward, forward_with};
+pub use forward::{
+    ForwardOptions, ForwardOutput, LogitRows, PassHook, forward, forward_from, forward_hooked,
+    forward_with,
+};
 pub use load::{Format, LoadedModel, ModelInfo, inspect, load};
 pub use matrix::Matrix;
 pub use predict::{TopToken, token_loss, top_k};

@@ -562,3 +562,90 @@ fn losses_by_chunks_and_a_layer_sink_equal_the_whole_pass() {
         assert!(part.attention.iter().all(Vec::is_empty));
     }
 }
+
+/// Hooks at every site: reading changes nothing; the residual stream entering each block
+/// is the one before plus the attention and MLP outputs; zeroing a head's output is the
+/// same as ablating it; a pass resumed from a block's input gives the whole pass's logits.
+#[test]
+fn hooks_read_and_replace_activations_and_a_pass_resumes_from_any_layer() {
+    use attnviz::model::{Site, forward_from, forward_hooked};
+    for (name, (cfg, w)) in [
+        ("llama", model_common::llama(31)),
+        ("gpt2", model_common::gpt2(32)),
+    ] {
+        let ids = ids(&cfg, 33);
+        let whole = forward(&cfg, &w, &ids, &opts()).unwrap();
+        let mut resid = vec![Vec::new(); cfg.layers + 1];
+        let mut parts = vec![(Vec::new(), Vec::new()); cfg.layers];
+        let mut sites = Vec::new();
+        let read = forward_hooked(&cfg, &w, &ids, &opts(), |_, _| Ok(()), &mut |l, site, a| {
+            sites.push((l, site));
+            match site {
+                Site::ResidPre => resid[l] = a.to_vec(),
+                Site::AttnOut => parts[l].0 = a.to_vec(),
+                Site::MlpOut => parts[l].1 = a.to_vec(),
+                _ => {}
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            read.logits, whole.logits,
+            "{name}: reading changed the pass"
+        );
+        assert_eq!(sites.len(), cfg.layers * 5 + 1, "{name}: {sites:?}");
+        for l in 0..cfg.layers {
+            let sum: Vec<f64> = resid[l]
+                .iter()
+                .zip(&parts[l].0)
+                .zip(&parts[l].1)
+                .map(|((&x, &a), &m)| x as f64 + a as f64 + m as f64)
+                .collect();
+            assert_close(
+                &format!("{name} residual after block {l}"),
+                &resid[l + 1],
+                &sum,
+                1e-5,
+            );
+        }
+        for l in 0..=cfg.layers {
+            let resumed = forward_from(
+                &cfg,
+                &w,
+                &ids,
+                resid[l].clone(),
+                l,
+                &opts(),
+                &mut |_, _, _| Ok(()),
+            )
+            .unwrap();
+            assert_eq!(resumed.logits, whole.logits, "{name}: resumed at block {l}");
+        }
+        let (layer, head) = (1, 1);
+        let ablated = forward(
+            &cfg,
+            &w,
+            &ids,
+            &ForwardOptions {
+                ablate: vec![(layer, head)],
+                ..opts()
+            },
+        )
+        .unwrap();
+        let dh = cfg.d_head;
+        let zeroed = forward_hooked(&cfg, &w, &ids, &opts(), |_, _| Ok(()), &mut |l, site, a| {
+            if l == layer && site == Site::HeadOut {
+                for row in a.chunks_exact_mut(cfg.heads * dh) {
+                    row[head * dh..][..dh].fill(0.0);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            zeroed.logits, ablated.logits,
+            "{name}: zeroed head vs ablation"
+        );
+        assert_ne!(zeroed.logits, whole.logits, "{name}: the head did nothing");
+    }
+}
