@@ -608,17 +608,9 @@ fn hooks_read_and_replace_activations_and_a_pass_resumes_from_any_layer() {
                 1e-5,
             );
         }
-        for l in 0..=cfg.layers {
-            let resumed = forward_from(
-                &cfg,
-                &w,
-                &ids,
-                resid[l].clone(),
-                l,
-                &opts(),
-                &mut |_, _, _| Ok(()),
-            )
-            .unwrap();
+        for (l, x) in resid.iter().enumerate() {
+            let resumed =
+                forward_from(&cfg, &w, &ids, x.clone(), l, &opts(), &mut |_, _, _| Ok(())).unwrap();
             assert_eq!(resumed.logits, whole.logits, "{name}: resumed at block {l}");
         }
         let (layer, head) = (1, 1);
