@@ -62,6 +62,10 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Head scores (previous token, attention sink, duplicate, induction, entropy).
     Heads(HeadsArgs),
+    /// The logit lens: every layer's residual stream read through the final norm and the unembedding.
+    Lens(crate::cli_contrib::LensArgs),
+    /// Direct logit attribution: a target's logit (minus a foil's) split over heads, MLPs and embeddings.
+    Attribute(crate::cli_contrib::AttributeArgs),
     /// Train a small GPT-2-style model from scratch on the CPU and watch its heads form.
     Train(TrainArgs),
 }
@@ -368,6 +372,9 @@ pub struct ModelRunArgs {
     /// Attention rollout (Abnar & Zuidema 2020) over all layers, n x n.
     #[arg(long)]
     pub rollout: bool,
+    /// Per layer, each head's contributions ||A[i,j] v_j W_O^h|| normalised per row.
+    #[arg(long)]
+    pub contrib: bool,
 }
 
 /// The text or token ids a model reads.
@@ -464,6 +471,12 @@ pub struct HeadsArgs {
     /// The score the table is sorted by, descending.
     #[arg(long, value_enum, default_value_t)]
     pub sort: HeadSort,
+    /// Composition scores (q, k, v) of every pair of heads in different layers, from the weights.
+    #[arg(long, conflicts_with_all = ["text", "ids"])]
+    pub composition: bool,
+    /// With --composition: only pairs among these layers (from 0).
+    #[arg(long, value_name = "A,B,..", value_delimiter = ',', value_parser = whole::<usize>, allow_negative_numbers = true, requires = "composition")]
+    pub layers: Option<Vec<usize>>,
     #[arg(long)]
     pub json: bool,
     /// Worker threads (default: all cores).

@@ -4,15 +4,19 @@
 use crate::cli::{Cli, Command, ModelCommand, SceneCommand};
 use crate::error::Result;
 
+pub mod attribute;
 pub mod bench;
 pub mod calc;
+pub mod composition;
 pub mod compute;
 pub mod generate;
 pub mod heads;
+pub mod lens;
 pub mod model_input;
 pub mod model_run;
 pub mod models;
 pub mod scenes;
+pub mod token_arg;
 pub mod trace;
 pub mod train;
 
@@ -35,7 +39,10 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Model(ModelCommand::Info(args))) => models::info(&args),
         Some(Command::Model(ModelCommand::Run(args))) => model_run::run(&args),
         Some(Command::Generate(args)) => generate::run(&args),
+        Some(Command::Heads(args)) if args.composition => composition::run(&args),
         Some(Command::Heads(args)) => heads::run(&args),
+        Some(Command::Lens(args)) => lens::run(&args),
+        Some(Command::Attribute(args)) => attribute::run(&args),
         Some(Command::Train(args)) => train::run(&args),
     }
 }

@@ -13,7 +13,9 @@ use super::model_input::{
 };
 use crate::cli::ModelRunArgs;
 use crate::error::{Error, Result};
-use crate::model::forward::{ForwardOptions, LogitRows, check_weight_budget, forward_with};
+use crate::model::Site;
+use crate::model::contrib::{contributions, value_norms as value_norms_of};
+use crate::model::forward::{ForwardOptions, LogitRows, check_weight_budget, forward_hooked};
 use crate::model::load::{non_finite_culprit, non_finite_error};
 use crate::model::scores::Rollout;
 use crate::model::{load, top_k};
@@ -50,6 +52,9 @@ struct RunJson {
     loss: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rollout: Option<Vec<Vec<f64>>>,
+    /// Per layer, [heads][n][n] contributions (`--contrib`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contrib: Option<Vec<Vec<Vec<Vec<f32>>>>>,
     timing: Timing,
 }
 
@@ -96,23 +101,50 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
         }
         check_weight_budget(cfg, n, "--rollout")?;
     }
+    if args.contrib {
+        check_weight_budget(cfg, n, "--contrib")?;
+    }
     let opts = ForwardOptions {
-        keep_attention: attn_out.is_some() || args.rollout,
+        keep_attention: attn_out.is_some() || args.rollout || args.contrib,
         logits: LogitRows::LastAndLoss,
         ..forward_options(&args.forward)
     };
     let mut rollout = args.rollout.then(|| Rollout::new(n));
     let t = Instant::now();
-    let out = forward_with(cfg, &m.weights, &ids, &opts, |_, attn| {
-        if let Some(r) = rollout.as_mut() {
-            r.push_layer(attn, cfg.heads);
-        }
-        if let Some(file) = &attn_out {
-            let bytes: Vec<u8> = attn.iter().flat_map(|x| x.to_le_bytes()).collect();
-            file.write(&bytes)?;
+    let value_norms = std::cell::RefCell::new(Vec::new());
+    let mut contrib = args.contrib.then(Vec::new);
+    let mut hook = |l: usize, site: Site, a: &mut [f32]| -> Result<()> {
+        if args.contrib && site == Site::Values {
+            *value_norms.borrow_mut() = value_norms_of(cfg, &m.weights.layers[l], a, n);
         }
         Ok(())
-    })
+    };
+    let out = forward_hooked(
+        cfg,
+        &m.weights,
+        &ids,
+        &opts,
+        |_, attn| {
+            if let Some(c) = contrib.as_mut() {
+                let layer = contributions(attn, &value_norms.borrow(), cfg.heads, n);
+                c.push(
+                    layer
+                        .chunks(n * n)
+                        .map(|h| h.chunks(n).map(<[f32]>::to_vec).collect())
+                        .collect(),
+                );
+            }
+            if let Some(r) = rollout.as_mut() {
+                r.push_layer(attn, cfg.heads);
+            }
+            if let Some(file) = &attn_out {
+                let bytes: Vec<u8> = attn.iter().flat_map(|x| x.to_le_bytes()).collect();
+                file.write(&bytes)?;
+            }
+            Ok(())
+        },
+        &mut hook,
+    )
     .map_err(|e| match e {
         // Weights kept quantized are checked for NaN only when a run goes wrong (a scan at
         // every load would cost more than it saves): name the damaged tensor then.
@@ -169,6 +201,7 @@ pub fn run(args: &ModelRunArgs) -> Result<()> {
         token_loss: losses,
         loss,
         rollout,
+        contrib,
         timing: Timing {
             load_ms,
             forward_ms,

@@ -26,12 +26,15 @@
 //! Loaders turn a file into a [`config::ModelConfig`] and [`weights::Weights`]; the forward
 //! pass reads only those two, so nothing format-specific leaks past the loaders.
 
+pub mod attribution;
 mod block;
 pub use block::{Hook, Site};
 pub mod cache;
 pub mod chat;
 mod checks;
+pub mod composition;
 pub mod config;
+pub mod contrib;
 pub mod decode_steps;
 mod dense;
 pub mod find;
@@ -45,6 +48,7 @@ mod gguf_layout;
 pub mod gguf_llama;
 pub mod hf;
 pub mod hf_config;
+pub mod lens;
 pub mod load;
 pub mod maps;
 pub mod matrix;
