@@ -61,3 +61,43 @@ pub fn contributions(weights: &[f32], norms: &[f32], heads: usize, n: usize) -> 
     }
     out
 }
+
+/// One pass of the model over `ids` and every layer's contributions [heads, n, n]
+/// (what `model run --contrib` writes and the app's model and tokens views show).
+pub fn contributions_pass(
+    cfg: &ModelConfig,
+    w: &crate::model::weights::Weights,
+    ids: &[u32],
+    threads: Option<usize>,
+) -> crate::error::Result<Vec<Vec<f32>>> {
+    use crate::model::Site;
+    use crate::model::forward::{ForwardOptions, LogitRows, check_weight_budget, forward_hooked};
+    let n = ids.len();
+    check_weight_budget(cfg, n, "contributions")?;
+    let opts = ForwardOptions {
+        threads,
+        keep_attention: true,
+        logits: LogitRows::Last,
+        ..ForwardOptions::default()
+    };
+    let norms = std::cell::RefCell::new(Vec::new());
+    let mut hook = |l: usize, site: Site, a: &mut [f32]| -> crate::error::Result<()> {
+        if site == Site::Values {
+            *norms.borrow_mut() = value_norms(cfg, &w.layers[l], a, n);
+        }
+        Ok(())
+    };
+    let mut out = Vec::with_capacity(cfg.layers);
+    forward_hooked(
+        cfg,
+        w,
+        ids,
+        &opts,
+        |_, attn| {
+            out.push(contributions(attn, &norms.borrow(), cfg.heads, n));
+            Ok(())
+        },
+        &mut hook,
+    )?;
+    Ok(out)
+}

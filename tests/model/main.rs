@@ -9,6 +9,8 @@ mod train_common;
 mod arch;
 mod cli;
 mod cmd_cli;
+mod contrib_real;
+mod contrib_tiny;
 mod damaged;
 mod expected;
 mod forward;
