@@ -62,6 +62,8 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Head scores (previous token, attention sink, duplicate, induction, entropy).
     Heads(HeadsArgs),
+    /// Activation patching: which activations of a clean text restore its answer in a corrupt one.
+    Patch(crate::commands::patch::PatchArgs),
     /// Train a small GPT-2-style model from scratch on the CPU and watch its heads form.
     Train(TrainArgs),
 }

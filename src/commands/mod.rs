@@ -12,6 +12,7 @@ pub mod heads;
 pub mod model_input;
 pub mod model_run;
 pub mod models;
+pub mod patch;
 pub mod scenes;
 pub mod trace;
 pub mod train;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Model(ModelCommand::Run(args))) => model_run::run(&args),
         Some(Command::Generate(args)) => generate::run(&args),
         Some(Command::Heads(args)) => heads::run(&args),
+        Some(Command::Patch(args)) => patch::run(&args),
         Some(Command::Train(args)) => train::run(&args),
     }
 }
