@@ -15,7 +15,7 @@ use crate::model::block::{Buffers, Hook, Keys, LayerOpts, Site, block_forward};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
 use crate::model::forward::{
-    ForwardOptions, Prepared, RopeTables, check_weights, embed, final_hidden,
+    ForwardOptions, PassHook, Prepared, RopeTables, check_weights, embed, final_hidden,
 };
 use crate::model::matrix::Matrix;
 use crate::model::softcap::softcap_slice;
@@ -203,13 +203,7 @@ impl<'a> Runner<'a> {
 
     /// Block `l` on a run's rows `p..n`, the rows before p read from its cache; the hook
     /// sees the block's sites (rows p..n).
-    fn block(
-        &self,
-        l: usize,
-        run: &mut Run,
-        buf: &mut Buffers,
-        hook: &mut dyn FnMut(usize, Site, &mut [f32]) -> Result<()>,
-    ) -> Result<()> {
+    fn block(&self, l: usize, run: &mut Run, buf: &mut Buffers, hook: PassHook) -> Result<()> {
         let cfg = self.cfg;
         let rows = self.n - run.p;
         hook(l, Site::ResidPre, &mut run.x)?;
@@ -237,13 +231,13 @@ impl<'a> Runner<'a> {
         let last = run.x[run.x.len() - cfg.d_model..].to_vec();
         let hidden = final_hidden(cfg, self.w, last);
         let mut logit = [0.0f32; 2];
-        for k in 0..2 {
+        for ((out, row), b) in logit.iter_mut().zip(&self.unembed).zip(self.bias) {
             let dot: f64 = hidden
                 .iter()
-                .zip(&self.unembed[k])
+                .zip(row)
                 .map(|(&a, &b)| a as f64 * b as f64)
                 .sum();
-            logit[k] = dot as f32 + self.bias[k];
+            *out = dot as f32 + b;
         }
         if let Some(cap) = cfg.details.final_softcap {
             softcap_slice(&mut logit, cap);
@@ -365,6 +359,7 @@ fn sweep(
     let mut patched = vec![vec![corrupt_ld; cols]; cfg.layers];
     let mut buf = Buffers::default();
     let mut done = 0;
+    #[allow(clippy::needless_range_loop)]
     for l in 0..cfg.layers {
         // Every site of layer l: the column and the first row its clean values change (a
         // site whose values are the corrupt run's own is the corrupt run itself).
