@@ -66,6 +66,8 @@ pub enum Command {
     Lens(crate::cli_contrib::LensArgs),
     /// Direct logit attribution: a target's logit (minus a foil's) split over heads, MLPs and embeddings.
     Attribute(crate::cli_contrib::AttributeArgs),
+    /// Activation patching: which activations of a clean text restore its answer in a corrupt one.
+    Patch(crate::commands::patch::PatchArgs),
     /// Train a small GPT-2-style model from scratch on the CPU and watch its heads form.
     Train(TrainArgs),
 }

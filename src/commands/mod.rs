@@ -15,6 +15,7 @@ pub mod lens;
 pub mod model_input;
 pub mod model_run;
 pub mod models;
+pub mod patch;
 pub mod scenes;
 pub mod token_arg;
 pub mod trace;
@@ -43,6 +44,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Heads(args)) => heads::run(&args),
         Some(Command::Lens(args)) => lens::run(&args),
         Some(Command::Attribute(args)) => attribute::run(&args),
+        Some(Command::Patch(args)) => patch::run(&args),
         Some(Command::Train(args)) => train::run(&args),
     }
 }

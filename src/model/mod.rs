@@ -54,6 +54,7 @@ pub mod maps;
 pub mod matrix;
 mod mlp;
 mod norm;
+pub mod patching;
 pub mod positions;
 pub mod predict;
 pub mod probe;
