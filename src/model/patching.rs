@@ -424,7 +424,17 @@ fn sweep(
     }
     let rows = patched
         .iter()
-        .map(|r| r.iter().map(|&ld| (ld - corrupt_ld) / denom).collect())
+        .map(|r| {
+            r.iter() // A site that changed nothing scores 0 (not -0 when the difference falls).
+                .map(|&ld| {
+                    if ld == corrupt_ld {
+                        0.0
+                    } else {
+                        (ld - corrupt_ld) / denom
+                    }
+                })
+                .collect()
+        })
         .collect();
     Ok(PatchResult {
         what,

@@ -6,6 +6,7 @@ mod model_common;
 mod support;
 mod train_common;
 
+mod analysis_cli;
 mod arch;
 mod cli;
 mod cmd_cli;
@@ -19,6 +20,7 @@ mod generate;
 mod interventions;
 mod limits_flags;
 mod load;
+mod patching;
 mod real;
 mod train_grads;
 mod train_run;
