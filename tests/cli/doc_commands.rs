@@ -164,7 +164,7 @@ fn runnable(args: &[String], models_here: bool) -> Result<(), &'static str> {
                 Err("its files are examples")
             }
         }
-        "model" | "heads" | "generate" => {
+        "model" | "heads" | "generate" | "lens" | "attribute" | "patch" => {
             let m = if sub == "model" {
                 model_arg(2)
             } else {
