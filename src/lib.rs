@@ -6,7 +6,6 @@
 
 pub mod attn;
 pub mod cli;
-pub mod cli_contrib;
 pub mod commands;
 pub mod engine;
 pub mod error;

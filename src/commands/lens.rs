@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::model_input::{TokenJson, input_ids, to_json, tokens_json};
 use super::token_arg::token_id;
-use crate::cli_contrib::LensArgs;
+use crate::cli::LensArgs;
 use crate::error::{Error, Result};
 use crate::model::lens::logit_lens;
 use crate::model::load;

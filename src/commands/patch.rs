@@ -5,25 +5,15 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::model_input::{TokenJson, to_json, tokens_json};
 use super::token_arg::token_id;
-use crate::cli::threads;
+use crate::cli::{PatchArgs, WhatArg};
 use crate::error::{Error, Result};
 use crate::model::load;
 use crate::model::load::LoadedModel;
 use crate::model::patching::{LogitPair, PatchWhat, patch_sweep};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum WhatArg {
-    #[default]
-    Resid,
-    Heads,
-    AttnOut,
-    MlpOut,
-}
 
 impl From<WhatArg> for PatchWhat {
     fn from(w: WhatArg) -> Self {
@@ -34,32 +24,6 @@ impl From<WhatArg> for PatchWhat {
             WhatArg::MlpOut => PatchWhat::MlpOut,
         }
     }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct PatchArgs {
-    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
-    pub model: String,
-    /// The clean text (the run whose activations are copied).
-    #[arg(long, value_name = "TEXT")]
-    pub clean: String,
-    /// The corrupt text (the run they are copied into); as many tokens as --clean.
-    #[arg(long, value_name = "TEXT")]
-    pub corrupt: String,
-    /// The clean answer: one token's text (" Paris") or #ID.
-    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
-    pub target: String,
-    /// The corrupt answer it is measured against: one token's text or #ID.
-    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
-    pub foil: String,
-    /// The sites patched one at a time.
-    #[arg(long, value_enum, default_value_t)]
-    pub what: WhatArg,
-    #[arg(long)]
-    pub json: bool,
-    /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
-    pub threads: Option<usize>,
 }
 
 #[derive(Serialize)]

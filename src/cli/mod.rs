@@ -10,6 +10,15 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::config::{MaskKind, PeKind};
 
+pub mod model;
+pub mod parse;
+
+pub use model::{
+    AttributeArgs, GenerateArgs, HeadSort, HeadsArgs, LensArgs, ModelForwardArgs, ModelInfoArgs,
+    ModelInput, ModelRunArgs, PatchArgs, WhatArg,
+};
+pub use parse::{layer_head, num_bounds, real, threads, whole};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "attnviz",
@@ -63,11 +72,11 @@ pub enum Command {
     /// Head scores (previous token, attention sink, duplicate, induction, entropy).
     Heads(HeadsArgs),
     /// The logit lens: every layer's residual stream read through the final norm and the unembedding.
-    Lens(crate::cli_contrib::LensArgs),
+    Lens(crate::cli::LensArgs),
     /// Direct logit attribution: a target's logit (minus a foil's) split over heads, MLPs and embeddings.
-    Attribute(crate::cli_contrib::AttributeArgs),
+    Attribute(crate::cli::AttributeArgs),
     /// Activation patching: which activations of a clean text restore its answer in a corrupt one.
-    Patch(crate::commands::patch::PatchArgs),
+    Patch(PatchArgs),
     /// Train a small GPT-2-style model from scratch on the CPU and watch its heads form.
     Train(TrainArgs),
 }
@@ -348,144 +357,6 @@ pub enum ModelCommand {
     Run(ModelRunArgs),
 }
 
-/// `--ablate L.H,..`: one (layer, head) pair, both from 0.
-pub fn layer_head(s: &str) -> Result<(usize, usize), String> {
-    let bad = || format!("'{s}' is not LAYER.HEAD with both from 0 (e.g. 3.4)");
-    let (l, h) = s.trim().split_once('.').ok_or_else(bad)?;
-    Ok((l.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ModelRunArgs {
-    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
-    pub model: String,
-    #[command(flatten)]
-    pub input: ModelInput,
-    #[arg(long)]
-    pub json: bool,
-    /// Write every layer's attention weights [layers, heads, n, n] as f32 .npy.
-    #[arg(long, value_name = "A.npy")]
-    pub attn_out: Option<PathBuf>,
-    /// How many of the most likely next tokens to show (causal models).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 5)]
-    pub top_k: usize,
-    #[command(flatten)]
-    pub forward: ModelForwardArgs,
-    /// Attention rollout (Abnar & Zuidema 2020) over all layers, n x n.
-    #[arg(long)]
-    pub rollout: bool,
-    /// Per layer, each head's contributions ||A[i,j] v_j W_O^h|| normalised per row.
-    #[arg(long)]
-    pub contrib: bool,
-}
-
-/// The text or token ids a model reads.
-#[derive(Debug, Clone, Args)]
-#[group(required = true, multiple = false)]
-pub struct ModelInput {
-    /// Text, tokenized by the model's own tokenizer (special tokens added as it adds them).
-    #[arg(long, value_name = "TEXT")]
-    pub text: Option<String>,
-    /// Token ids, used exactly as given.
-    #[arg(long, value_name = "1,2,..", value_delimiter = ',', value_parser = whole::<u32>, allow_negative_numbers = true)]
-    pub ids: Option<Vec<u32>>,
-}
-
-/// Interventions on the forward pass, and threads.
-#[derive(Debug, Clone, Args)]
-pub struct ModelForwardArgs {
-    /// Zero these heads' outputs before W_O: LAYER.HEAD,.. from 0 (e.g. 3.4,5.0).
-    #[arg(long, value_name = "L.H,..", value_delimiter = ',', value_parser = layer_head)]
-    pub ablate: Vec<(usize, usize)>,
-    /// Replace the model's own mask: none, causal, window:W, ...
-    #[arg(long, value_name = "KIND")]
-    pub mask: Option<MaskKind>,
-    /// Replace the model's RoPE base (RoPE models).
-    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long, value_name = "B")]
-    pub rope_base: Option<f64>,
-    /// Drop position information (no RoPE, no learned position embeddings).
-    #[arg(long)]
-    pub no_pe: bool,
-    /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
-    pub threads: Option<usize>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct GenerateArgs {
-    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
-    pub model: String,
-    /// The text to continue (tokenized by the model's own tokenizer).
-    #[arg(
-        long,
-        value_name = "TEXT",
-        required_unless_present = "chat",
-        conflicts_with = "chat"
-    )]
-    pub prompt: Option<String>,
-    /// A message to an instruct model: wrapped in the model's chat template (one user
-    /// turn, the generation prompt added); generation stops at its end-of-turn token.
-    #[arg(long, value_name = "TEXT")]
-    pub chat: Option<String>,
-    /// New tokens at most (generation also stops at the model's end-of-sequence token).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, default_value_t = 32)]
-    pub max_tokens: usize,
-    /// 0 is greedy (the default); otherwise sample from softmax(logits / T).
-    #[arg(allow_negative_numbers = true, value_parser = real::<f64>, long, default_value_t = 0.0)]
-    pub temperature: f64,
-    /// Sample among the K most likely tokens only.
-    #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
-    pub top_k: Option<usize>,
-    /// Seed of the sampler.
-    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
-    pub seed: u64,
-    #[arg(long)]
-    pub json: bool,
-    /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
-    pub threads: Option<usize>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum HeadSort {
-    PrevToken,
-    FirstToken,
-    Duplicate,
-    #[default]
-    Induction,
-    Entropy,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct HeadsArgs {
-    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
-    pub model: String,
-    /// Text, tokenized by the model's own tokenizer (default: a seeded repeated random sequence).
-    #[arg(long, value_name = "TEXT", conflicts_with = "ids")]
-    pub text: Option<String>,
-    /// Token ids, used exactly as given.
-    #[arg(long, value_name = "1,2,..", value_delimiter = ',', value_parser = whole::<u32>, allow_negative_numbers = true)]
-    pub ids: Option<Vec<u32>>,
-    /// Seed of the repeated random sequence (without --text/--ids).
-    #[arg(allow_negative_numbers = true, value_parser = whole::<u64>, long, default_value_t = 0)]
-    pub seed: u64,
-    /// The score the table is sorted by, descending.
-    #[arg(long, value_enum, default_value_t)]
-    pub sort: HeadSort,
-    /// Composition scores (q, k, v) of every pair of heads in different layers, from the weights.
-    #[arg(long, conflicts_with_all = ["text", "ids"])]
-    pub composition: bool,
-    /// With --composition: only pairs among these layers (from 0).
-    #[arg(long, value_name = "A,B,..", value_delimiter = ',', value_parser = whole::<usize>, allow_negative_numbers = true, requires = "composition")]
-    pub layers: Option<Vec<usize>>,
-    #[arg(long)]
-    pub json: bool,
-    /// Worker threads (default: all cores).
-    #[arg(allow_negative_numbers = true, value_parser = threads, long)]
-    pub threads: Option<usize>,
-}
-
 /// What `attnviz train` learns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum TrainTask {
@@ -551,14 +422,6 @@ pub struct TrainArgs {
     /// (no training run, no output folder).
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long, value_name = "N", conflicts_with = "out")]
     pub bench_steps: Option<usize>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ModelInfoArgs {
-    /// A .gguf file, a Hugging Face model folder, or a name that `attnviz models` lists.
-    pub model: String,
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -704,79 +567,4 @@ pub struct MemoryArgs {
     pub bc: Option<u64>,
     #[arg(long)]
     pub json: bool,
-}
-
-/// The value parser of every flag that takes a whole number (counts, sizes, seeds). clap
-/// would read `-1` as an unknown flag ("unexpected argument") or say "invalid digit";
-/// with `allow_negative_numbers` the value reaches this parser, which says what the flag
-/// takes.
-/// A worker-thread count: 1 up to [`crate::attn::limits::max_threads`], a few per core.
-pub fn threads(s: &str) -> Result<usize, String> {
-    let t = whole::<usize>(s)?;
-    let max = crate::attn::limits::max_threads();
-    if (1..=max).contains(&t) {
-        Ok(t)
-    } else {
-        Err(format!(
-            "{t} threads: give 1 to {max} (MAX_THREADS: {} per core of this machine; more only add switching)",
-            crate::attn::limits::THREADS_PER_CORE
-        ))
-    }
-}
-
-pub fn whole<T>(s: &str) -> Result<T, String>
-where
-    T: std::str::FromStr + std::fmt::Display + num_bounds::Max,
-{
-    let t = s.trim();
-    if let Ok(v) = t.parse::<T>() {
-        return Ok(v);
-    }
-    let digits = t.strip_prefix('+').unwrap_or(t);
-    Err(if t.starts_with('-') && t[1..].parse::<f64>().is_ok() {
-        "takes a whole number 0 or more (e.g. 4); it cannot be negative".to_string()
-    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        format!("takes a whole number up to {}", T::MAX_VALUE)
-    } else {
-        "takes a whole number 0 or more, written in digits (e.g. 4)".to_string()
-    })
-}
-
-/// The value parser of every flag that takes a real number (scale, RoPE base, speed): a
-/// negative value is read as a number, and each command then checks its own range.
-pub fn real<T: std::str::FromStr>(s: &str) -> Result<T, String> {
-    s.trim()
-        .parse::<T>()
-        .map_err(|_| "takes a number written in digits (e.g. 0.125, -1 or 1e-3)".to_string())
-}
-
-/// The largest value of each whole-number type a flag can take, for [`whole`]'s message.
-pub mod num_bounds {
-    pub trait Max {
-        const MAX_VALUE: Self;
-    }
-    macro_rules! max {
-        ($($t:ty),*) => {$(impl Max for $t { const MAX_VALUE: Self = <$t>::MAX; })*};
-    }
-    max!(u16, u32, u64, usize);
-}
-
-#[cfg(test)]
-mod number_tests {
-    use super::*;
-
-    #[test]
-    fn whole_numbers_say_what_they_take() {
-        assert_eq!(whole::<usize>("12"), Ok(12));
-        assert!(
-            whole::<u64>("-1")
-                .unwrap_err()
-                .contains("cannot be negative")
-        );
-        assert!(whole::<u16>("70000").unwrap_err().contains("up to 65535"));
-        assert!(whole::<usize>("four").unwrap_err().contains("digits"));
-        assert!(whole::<usize>("1.5").unwrap_err().contains("whole number"));
-        assert_eq!(real::<f64>("-1"), Ok(-1.0));
-        assert!(real::<f64>("x").unwrap_err().contains("number"));
-    }
 }
