@@ -13,8 +13,9 @@ use crate::train::ModelShape;
 pub const MAX_TRAIN_LAYERS: usize = 4;
 pub const MAX_TRAIN_HEADS: usize = 8;
 pub const MAX_TRAIN_D_MODEL: usize = 128;
-/// Longest sequence: every head's map of the probe still fits the train view at 100x30.
-pub const MAX_TRAIN_CONTEXT: usize = 32;
+/// Longest sequence: `attnviz train`'s own context; the train view pools each head's map of
+/// the probe to fit.
+pub const MAX_TRAIN_CONTEXT: usize = 64;
 pub const MAX_TRAIN_VOCAB: usize = 256;
 pub const MAX_TRAIN_STEPS: usize = 20_000;
 pub const MAX_TRAIN_BATCH: usize = 64;

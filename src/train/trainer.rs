@@ -176,6 +176,9 @@ pub struct Trainer {
     maps: Vec<Vec<Vec<f32>>>,
     step_ms: f64,
     steps_timed: usize,
+    /// Whether the loss is taken only on the tokens copying predicts (the induction
+    /// task): the other tokens are evaluated but carry no gradient.
+    other_untrained: bool,
 }
 
 /// What one step did.
@@ -204,6 +207,7 @@ impl Trainer {
         let offset_probe = data::offset_probe(&source, t, cfg.seed);
         let mut eval_sampler = Sampler::new(source.clone(), t, cfg.seed.wrapping_add(1) ^ 0x5151);
         let eval = eval_sampler.next(cfg.eval_batch);
+        let other_untrained = matches!(source, Source::Induction { .. });
         Ok(Trainer {
             grads: vec![0.0; layout.total],
             adam: AdamState::new(layout.total),
@@ -219,6 +223,7 @@ impl Trainer {
             maps: Vec::new(),
             step_ms: 0.0,
             steps_timed: 0,
+            other_untrained,
             cfg,
             layout,
             params,
@@ -461,6 +466,12 @@ impl Trainer {
             induction_head,
             other_heads,
         }))
+    }
+
+    /// Whether `loss_other` is only measured: the task trains on the predictable tokens
+    /// alone, so the other tokens carry no gradient.
+    pub fn other_untrained(&self) -> bool {
+        self.other_untrained
     }
 
     /// Whether the probe's scores (as of the last evaluation) show the two-head circuit.

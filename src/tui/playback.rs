@@ -2,7 +2,9 @@
 //! so jumping to step k replays steps 0..=k), its animations, play and pause, speed, and
 //! virtual time. Called from `update`, never with a clock of its own.
 
+use crate::cli::Lang;
 use crate::model::forward::ForwardOptions;
+use crate::scene::train::Condition;
 use crate::tui::change::{rebuild, rerun};
 use crate::tui::script::ScriptStep;
 use crate::tui::state::{Playback, SPEEDS, Source, State, StatusKind};
@@ -211,11 +213,15 @@ fn advance(state: &mut State) {
         // A training lesson's next step may wait for the run, or be skipped when the
         // run ended without reaching what it waits for.
         let mut next = p.index + 1;
+        let mut skipped = Vec::new();
         loop {
             let when = state.script.as_ref().and_then(|p| p.steps.get(next)?.when);
             match training::gate(state, when.as_ref()) {
                 Gate::Open => break,
-                Gate::Skip => next += 1,
+                Gate::Skip => {
+                    skipped.extend(when);
+                    next += 1;
+                }
                 Gate::Wait => {
                     if let Some(p) = state.script.as_mut() {
                         p.elapsed_ms = dwell;
@@ -231,6 +237,7 @@ fn advance(state: &mut State) {
             // Every step left waited for something the run never reached.
             p.elapsed_ms = dwell;
             p.playing = false;
+            say_skipped(state, &skipped);
             return;
         }
         let finished = p.steps[p.index].animate;
@@ -242,10 +249,29 @@ fn advance(state: &mut State) {
             views::current(state).show_frame(state, a.to);
         }
         apply_step(state, &step);
+        say_skipped(state, &skipped);
         if let Some(p) = state.script.as_mut() {
             p.elapsed_ms = rest;
         }
     }
+}
+
+/// A step skipped because the run ended without what it waited for is never skipped
+/// in silence: the narration of the step shown instead begins by saying so.
+fn say_skipped(state: &mut State, skipped: &[Condition]) {
+    if skipped.is_empty() {
+        return;
+    }
+    let what: Vec<String> = skipped.iter().map(|c| format!("`{c}`")).collect();
+    let what = what.join(", ");
+    let note = match state.options.lang {
+        Lang::En => format!(
+            "(The run ended without reaching {what}, so the step that waited for it is skipped.) "
+        ),
+        Lang::Zh => format!("（训练结束时没有达到 {what}，等待它的那一步已跳过。）"),
+    };
+    let rest = state.narration.take().unwrap_or_default();
+    state.narration = Some(note + &rest);
 }
 
 /// A lesson step's layer and interventions on a real model; the problems go to the

@@ -81,6 +81,7 @@ impl State {
         }
         let snapshot = trainer.snapshot();
         let vocab = trainer.config().shape.vocab;
+        let other_untrained = trainer.other_untrained();
         let mut state = State::new(probe_source(&snapshot, 0), options)?;
         let (runner, pace) = match rate {
             Some(rate) => (
@@ -100,9 +101,10 @@ impl State {
                 Pace::Measured,
             ),
         };
-        state
-            .views
-            .set(ViewKind::Train, TrainLab::new(snapshot, vocab, pace));
+        state.views.set(
+            ViewKind::Train,
+            TrainLab::new(snapshot, vocab, pace, other_untrained),
+        );
         state.training = Some(runner);
         state.view = ViewKind::Train;
         state.clamp();

@@ -314,7 +314,65 @@ fn the_lesson_records_the_same_bytes_twice_in_every_format() {
         a.frames.len()
     );
     let last = still::text(&a.frames.last().unwrap().screen);
-    assert!(last.contains("240 / 240"), "{last}");
+    assert!(last.contains("500 / 500"), "{last}");
+    // The curve marks where each kind of head passed the circuit score.
+    assert!(last.contains("prev-token ≥ 0.3"), "{last}");
+    assert!(last.contains("induction ≥ 0.3"), "{last}");
+    assert!(last.contains("other (no gradient)"), "{last}");
+}
+
+/// A step waiting for what the run never reaches is not skipped in silence: the next
+/// step shown begins by naming the condition, in the lesson's language.
+#[test]
+fn a_skipped_step_is_said_on_screen() {
+    let src = r#"
+version = 1
+title.en = "t"
+title.zh = "t"
+[train]
+layers = 2
+heads = 2
+d_model = 16
+context = 16
+vocab = 8
+steps = 40
+batch = 4
+lr = 0.003
+eval_every = 20
+rate = 40
+[[steps]]
+narration.en = "start"
+narration.zh = "开始"
+[[steps]]
+when = "induction >= 0.99"
+narration.en = "never shown"
+narration.zh = "不会出现"
+[[steps]]
+when = "done"
+narration.en = "the end at step {step}"
+narration.zh = "第 {step} 步结束"
+"#;
+    let scene = attnviz::scene::parse("t", "t.toml", src).unwrap();
+    for (lang, note) in [
+        (
+            Lang::En,
+            "(The run ended without reaching `induction >= 0.99`, so the step that waited for it is skipped.) the end at step 40",
+        ),
+        (
+            Lang::Zh,
+            "（训练结束时没有达到 `induction >= 0.99`，等待它的那一步已跳过。）第 40 步结束",
+        ),
+    ] {
+        let mut p =
+            attnviz::record::headless::Headless::new(&scene, &lesson_options(lang), true).unwrap();
+        while let Some(wait) = p.next_change_in_ms() {
+            p.tick(wait.max(1));
+        }
+        assert_eq!(p.step_index(), Some(2));
+        assert_eq!(p.state().narration_text(), note);
+        assert!(!p.state().narration_text().contains("never shown"));
+        assert!(!p.state().narration_text().contains("不会出现"));
+    }
 }
 
 #[test]
@@ -322,7 +380,7 @@ fn a_still_of_a_training_step_shows_the_run_up_to_it() {
     let scene = scene::builtin("induction-heads").unwrap();
     let o = lesson_options(Lang::En);
     let first = still::text(&attnviz::record::headless::still(&scene, &o, 1).unwrap());
-    assert!(first.contains("step 0 / 240"), "{first}");
+    assert!(first.contains("step 0 / 500"), "{first}");
     let second = still::text(&attnviz::record::headless::still(&scene, &o, 2).unwrap());
-    assert!(!second.contains("step 0 / 240"), "{second}");
+    assert!(!second.contains("step 0 / 500"), "{second}");
 }

@@ -159,9 +159,31 @@ fn render_losses(ctx: &Context, lab: &TrainLab, area: Rect, buf: &mut Buffer) {
     } else {
         Marker::Braille
     };
-    let datasets = vec![
+    // Where each kind of head first passed the circuit score, on the repeated tokens'
+    // curve: the phase change is where the curve leaves its plateau.
+    let passed = |score: fn(&crate::train::EvalRecord) -> f64| -> Vec<(f64, f64)> {
+        s.history
+            .iter()
+            .find(|r| score(r) >= CIRCUIT_SCORE)
+            .map(|r| (r.step as f64, r.loss_repeated))
+            .into_iter()
+            .collect()
+    };
+    let prev_at = passed(|r| r.prev_token_max);
+    let induction_at = passed(|r| r.induction_max);
+    let (point, ge) = if ctx.glyphs.ascii {
+        (Marker::Block, ">=")
+    } else {
+        (Marker::Dot, "≥")
+    };
+    let other_name = if lab.other_untrained {
+        "other (no gradient)"
+    } else {
+        "other tokens"
+    };
+    let mut datasets = vec![
         Dataset::default()
-            .name("other tokens")
+            .name(other_name)
             .marker(marker)
             .graph_type(GraphType::Line)
             .style(t.groups[1])
@@ -173,6 +195,29 @@ fn render_losses(ctx: &Context, lab: &TrainLab, area: Rect, buf: &mut Buffer) {
             .style(t.groups[0])
             .data(&rep),
     ];
+    for (at, name, style) in [
+        (
+            &prev_at,
+            format!("prev-token {ge} {CIRCUIT_SCORE}"),
+            t.groups[2],
+        ),
+        (
+            &induction_at,
+            format!("induction {ge} {CIRCUIT_SCORE}"),
+            t.groups[3],
+        ),
+    ] {
+        if !at.is_empty() {
+            datasets.push(
+                Dataset::default()
+                    .name(name)
+                    .marker(point)
+                    .graph_type(GraphType::Scatter)
+                    .style(style)
+                    .data(at),
+            );
+        }
+    }
     let steps = s.steps.max(1) as f64;
     let x_labels = vec![
         Span::styled("0", t.label),

@@ -30,10 +30,12 @@ pub struct TrainLab {
     pub pace: Pace,
     /// Why the run stopped, if it failed.
     pub failed: Option<String>,
+    /// The other tokens' loss is measured, not trained (the induction task).
+    pub other_untrained: bool,
 }
 
 impl TrainLab {
-    pub fn new(snapshot: Snapshot, vocab: usize, pace: Pace) -> TrainLab {
+    pub fn new(snapshot: Snapshot, vocab: usize, pace: Pace, other_untrained: bool) -> TrainLab {
         TrainLab {
             snapshot,
             vocab,
@@ -41,6 +43,7 @@ impl TrainLab {
             step_requests: 0,
             pace,
             failed: None,
+            other_untrained,
         }
     }
 
