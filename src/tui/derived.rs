@@ -11,9 +11,11 @@ impl State {
     /// The narration line: a script's, or the current view's or stage's own.
     pub fn narration_text(&self) -> String {
         if let Some(n) = &self.narration {
-            // A training lesson's narration quotes the run's last evaluation.
-            return match training::last_evaluation(self) {
-                Some((last, _)) => crate::scene::train::fill(n, &last),
+            // A training lesson's narration quotes the run's evaluation as of when the
+            // step began (the run trains on while it is on screen).
+            let quoted = self.script.as_ref().and_then(|p| p.quoted);
+            return match quoted.or_else(|| training::last_evaluation(self).map(|(l, _)| l)) {
+                Some(last) => crate::scene::train::fill(n, &last),
                 None => n.clone(),
             };
         }

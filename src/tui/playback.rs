@@ -29,6 +29,7 @@ impl State {
             },
             elapsed_ms: 0.0,
             frame: None,
+            quoted: None,
         });
         apply_step(&mut self, &first);
         show_animation(&mut self);
@@ -82,6 +83,10 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     }
     state.animation_rate = None;
     state.narration = (!step.narration.is_empty()).then(|| step.narration.clone());
+    let quoted = training::last_evaluation(state).map(|(last, _)| last);
+    if let Some(p) = state.script.as_mut() {
+        p.quoted = quoted;
+    }
     let view = views::current(state);
     view.refresh(state);
     if let Some(show) = step.show {

@@ -108,6 +108,10 @@ pub struct Playback {
     pub elapsed_ms: f64,
     /// The position of the current step's animation on screen, if it animates.
     pub frame: Option<usize>,
+    /// A training lesson's evaluation as of when the current step began: its narration
+    /// quotes these numbers, not the live ones, so what a step says stays true while the
+    /// run trains on during its dwell.
+    pub quoted: Option<crate::train::EvalRecord>,
 }
 
 /// Speeds that `]` and `[` step through.

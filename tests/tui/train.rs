@@ -384,3 +384,46 @@ fn a_still_of_a_training_step_shows_the_run_up_to_it() {
     let second = still::text(&attnviz::record::headless::still(&scene, &o, 2).unwrap());
     assert!(!second.contains("step 0 / 500"), "{second}");
 }
+
+/// A step's narration quotes the run as it stood when the step began: the run trains on
+/// while the step is on screen, and the words must stay true.
+#[test]
+fn a_steps_numbers_are_those_of_when_it_began() {
+    let src = r#"
+version = 1
+title.en = "t"
+title.zh = "t"
+[train]
+layers = 2
+heads = 1
+d_model = 8
+context = 8
+vocab = 4
+steps = 40
+batch = 2
+lr = 0.003
+eval_every = 5
+rate = 10
+[[steps]]
+dwell = 3
+narration.en = "at step {step}"
+narration.zh = "第 {step} 步"
+[[steps]]
+when = "done"
+narration.en = "done at {step}"
+narration.zh = "第 {step} 步结束"
+"#;
+    let scene = attnviz::scene::parse("t", "t.toml", src).unwrap();
+    let mut p =
+        attnviz::record::headless::Headless::new(&scene, &lesson_options(Lang::En), true).unwrap();
+    assert_eq!(p.state().narration_text(), "at step 0");
+    p.tick(2000);
+    assert_eq!(p.step_index(), Some(0));
+    let live = the_lab(p.state()).snapshot.history.last().unwrap().step;
+    assert!(live >= 15, "the run trained on ({live})");
+    assert_eq!(p.state().narration_text(), "at step 0");
+    while let Some(wait) = p.next_change_in_ms() {
+        p.tick(wait.max(1));
+    }
+    assert_eq!(p.state().narration_text(), "done at 40");
+}
