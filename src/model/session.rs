@@ -1,7 +1,8 @@
 //! A real model's computation of one text, kept for the app: the tokens as the model's
 //! tokenizer splits them, every layer's attention weights from the forward pass (the
-//! project's flash kernel), the predictions and losses, and on demand one block's stages
-//! as an engine [`Pipeline`] for the pipeline, heads and flash views.
+//! project's flash kernel) and, once asked, their contributions ||A v W_O||, the
+//! predictions and losses, and on demand one block's stages as an engine [`Pipeline`] for
+//! the pipeline, heads and flash views.
 //!
 //! No terminal code: the app holds a session and draws from it.
 

