@@ -82,12 +82,14 @@ pub(crate) fn keep_contributions(state: &mut State) -> bool {
             if ok {
                 state.cursor = cursor;
                 state.clamp();
+                let size = if bytes >= 1_000_000 {
+                    format!("{:.1} MB", bytes as f64 / 1e6)
+                } else {
+                    format!("{:.1} kB", bytes as f64 / 1e3)
+                };
                 state.set_status(
                     StatusKind::Info,
-                    format!(
-                        "contributions of every layer kept ({:.1} MB beside the weights)",
-                        bytes as f64 / 1e6
-                    ),
+                    format!("contributions of every layer kept ({size} beside the weights)"),
                 );
             }
             ok

@@ -127,6 +127,10 @@ fn w_in_the_model_view_shows_every_heads_contributions_and_back() {
             .sum::<f64>()
             / heads as f64
     };
+    assert!(
+        text.contains("prev-token: mean contribution on the token just before"),
+        "{text}"
+    );
     let l1 = text.lines().find(|l| l.starts_with("L1 ")).unwrap();
     let share = format!("{:>3.0}%", sink(&want[0]) * 100.0);
     assert!(l1.contains(&share), "{share}: {l1}");
