@@ -78,14 +78,13 @@ pub fn render(
         return;
     };
     let m = Matrix::new(
-        format!(
-            "rollout of the {} over {} layers",
-            match m {
-                Measure::Weights => "weights",
-                Measure::Contributions => "contributions",
-            },
-            s.config().layers
-        ),
+        match m {
+            Measure::Weights => format!("rollout over {} layers", s.config().layers),
+            Measure::Contributions => format!(
+                "rollout of the contributions over {} layers",
+                s.config().layers
+            ),
+        },
         data,
         labels.clone(),
         labels,
