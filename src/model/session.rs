@@ -1,7 +1,8 @@
 //! A real model's computation of one text, kept for the app: the tokens as the model's
 //! tokenizer splits them, every layer's attention weights from the forward pass (the
-//! project's flash kernel), the predictions and losses, and on demand one block's stages
-//! as an engine [`Pipeline`] for the pipeline, heads and flash views.
+//! project's flash kernel) and, once asked, their contributions ||A v W_O||, the
+//! predictions and losses, and on demand one block's stages as an engine [`Pipeline`] for
+//! the pipeline, heads and flash views.
 //!
 //! No terminal code: the app holds a session and draws from it.
 
@@ -14,9 +15,11 @@ use crate::engine::config::MaskKind;
 use crate::engine::limits;
 use crate::engine::pipeline::{BlockMlp, BlockNorm, BlockTensors, Pipeline};
 use crate::error::{Error, Result};
+use crate::model::Site;
 use crate::model::chat::chat_prompt;
 use crate::model::config::{Arch, ModelConfig, NormKind, NormPlace, PosKind, RopeStyle};
-use crate::model::forward::{ForwardOptions, LogitRows, forward, forward_with};
+use crate::model::contrib::{contributions, value_norms};
+use crate::model::forward::{ForwardOptions, LogitRows, forward, forward_hooked, forward_with};
 use crate::model::load::LoadedModel;
 use crate::model::maps::AttentionMaps;
 use crate::model::predict::{TopToken, top_k};
@@ -41,6 +44,17 @@ pub struct Baseline {
     pub options: ForwardOptions,
 }
 
+/// Which of a model session's [heads, n, n] maps a view shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Measure {
+    /// The attention weights A.
+    #[default]
+    Weights,
+    /// The contributions ||A[i, j] v_j W_O^h||, each row normalised to sum 1
+    /// ([`crate::model::contrib`]).
+    Contributions,
+}
+
 /// One forward pass of a model over a text, with what the views read.
 pub struct ModelSession {
     /// Shared by the sessions of one model (an intervention runs the same weights again).
@@ -52,6 +66,12 @@ pub struct ModelSession {
     pub options: ForwardOptions,
     /// Every layer's [heads, n, n] attention weights, kept in 2 bytes each.
     pub attention: AttentionMaps,
+    /// Every layer's [heads, n, n] contributions ([`Measure::Contributions`]), kept like
+    /// `attention` (2 bytes each, the lower triangle of a causal layer): as much memory
+    /// again, 283 MB for SmolLM2 at [`MAX_APP_TOKENS`]. None until asked for
+    /// ([`ModelSession::with_contributions`]), then kept by the runs that follow. An
+    /// ablated head's are what it would add (as `model run --contrib` writes them).
+    pub contributions: Option<AttentionMaps>,
     /// After the last token (causal models with an LM head).
     pub top_next: Vec<TopToken>,
     /// -ln p(token i | tokens < i), i >= 1 (causal models).
@@ -117,6 +137,7 @@ impl ModelSession {
                 ..options
             },
             attention: AttentionMaps::default(),
+            contributions: None,
             top_next: Vec::new(),
             token_loss: Vec::new(),
             forward_ms: 0.0,
@@ -153,7 +174,27 @@ impl ModelSession {
                 options: self.options.clone(),
             })
         });
-        let mut s = ModelSession {
+        let mut s = self.unrun(options);
+        s.run()?;
+        let plain = s.options.same_interventions(&baseline.options);
+        s.baseline = (!plain).then_some(baseline);
+        Ok(s)
+    }
+
+    /// The same run again, keeping every layer's contributions beside its weights (the
+    /// value norms they need are read during the pass, so it runs again).
+    pub fn with_contributions(&self) -> Result<ModelSession> {
+        let mut s = self.unrun(self.options.clone());
+        s.contributions = Some(AttentionMaps::default());
+        s.baseline = self.baseline.clone();
+        s.run()?;
+        Ok(s)
+    }
+
+    /// A model session of the same text with `options`, not run yet: it keeps
+    /// contributions if this one does.
+    fn unrun(&self, options: ForwardOptions) -> ModelSession {
+        ModelSession {
             model: self.model.clone(),
             ids: self.ids.clone(),
             pieces: self.pieces.clone(),
@@ -163,16 +204,24 @@ impl ModelSession {
                 ..options
             },
             attention: AttentionMaps::default(),
+            contributions: self
+                .contributions
+                .as_ref()
+                .map(|_| AttentionMaps::default()),
             top_next: Vec::new(),
             token_loss: Vec::new(),
             forward_ms: 0.0,
             baseline: None,
             stop: self.stop.clone(),
-        };
-        s.run()?;
-        let plain = s.options.same_interventions(&baseline.options);
-        s.baseline = (!plain).then_some(baseline);
-        Ok(s)
+        }
+    }
+
+    /// The maps `m` shows: the weights always, the contributions once kept.
+    pub fn maps(&self, m: Measure) -> Option<&AttentionMaps> {
+        match m {
+            Measure::Weights => Some(&self.attention),
+            Measure::Contributions => self.contributions.as_ref(),
+        }
     }
 
     /// The options of the run this model session is compared with: its own if it is that run.
@@ -180,20 +229,43 @@ impl ModelSession {
         self.baseline.as_ref().map_or(&self.options, |b| &b.options)
     }
 
-    /// Run the forward pass again with the current options (after an intervention).
+    /// Run the forward pass again with the current options (after an intervention), and
+    /// the contributions too if this model session keeps them.
     pub fn run(&mut self) -> Result<()> {
         let t = Instant::now();
-        let cfg = &self.model.config;
+        let model = self.model.clone();
+        let (cfg, w) = (&model.config, &model.weights);
         let n = self.ids.len();
         let mut maps = AttentionMaps::new(n, cfg.heads);
+        let mut contrib = self
+            .contributions
+            .is_some()
+            .then(|| AttentionMaps::new(n, cfg.heads));
         let opts = ForwardOptions {
             logits: LogitRows::LastAndLoss,
             ..self.options.clone()
         };
-        let out = forward_with(cfg, &self.model.weights, &self.ids, &opts, |_, a| {
+        // The layer's value norms, read when its values are made, before its weights.
+        let norms = std::cell::RefCell::new(Vec::new());
+        let sink = |_, a: &[f32]| {
             maps.push_layer(a);
+            if let Some(c) = contrib.as_mut() {
+                c.push_layer(&contributions(a, &norms.borrow(), cfg.heads, n));
+            }
             Ok(())
-        })?;
+        };
+        let out = if self.contributions.is_some() {
+            let mut hook = |l: usize, site: Site, a: &mut [f32]| -> Result<()> {
+                if site == Site::Values {
+                    *norms.borrow_mut() = value_norms(cfg, &w.layers[l], a, n);
+                }
+                Ok(())
+            };
+            forward_hooked(cfg, w, &self.ids, &opts, sink, &mut hook)?
+        } else {
+            forward_with(cfg, w, &self.ids, &opts, sink)?
+        };
+        self.contributions = contrib;
         self.forward_ms = t.elapsed().as_secs_f64() * 1e3;
         self.attention = maps;
         self.top_next.clear();

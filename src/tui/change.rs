@@ -3,6 +3,7 @@
 //! other interventions. Both `update` and lesson playback change the model this way.
 
 use crate::model::forward::ForwardOptions;
+use crate::model::session::Measure;
 use crate::tui::state::{Source, State, StatusKind};
 use crate::tui::views;
 
@@ -48,6 +49,48 @@ pub(crate) fn rerun(state: &mut State, options: ForwardOptions) -> bool {
             if ok {
                 state.cursor = cursor;
                 state.clamp();
+            }
+            ok
+        }
+        Err(e) => {
+            state.set_status(StatusKind::Error, e.to_string());
+            false
+        }
+    }
+}
+
+/// Run the real model again keeping every layer's contributions (the first time a view
+/// shows them; a model session that has them is kept as it is). False (with the error on
+/// the status line) if it failed.
+pub(crate) fn keep_contributions(state: &mut State) -> bool {
+    let Source::Real { session, layer } = &state.source else {
+        return false;
+    };
+    if session.maps(Measure::Contributions).is_some() {
+        return true;
+    }
+    let layer = *layer;
+    match session.with_contributions() {
+        Ok(new) => {
+            let bytes = new.contributions.as_ref().map_or(0, |c| c.bytes());
+            let source = Source::Real {
+                session: std::sync::Arc::new(new),
+                layer,
+            };
+            let cursor = state.cursor;
+            let ok = rebuild(state, source);
+            if ok {
+                state.cursor = cursor;
+                state.clamp();
+                let size = if bytes >= 1_000_000 {
+                    format!("{:.1} MB", bytes as f64 / 1e6)
+                } else {
+                    format!("{:.1} kB", bytes as f64 / 1e3)
+                };
+                state.set_status(
+                    StatusKind::Info,
+                    format!("contributions of every layer kept ({size} beside the weights)"),
+                );
             }
             ok
         }

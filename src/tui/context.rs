@@ -278,7 +278,7 @@ pub struct DrawCache {
     scales: Mutex<HashMap<(usize, usize), ValueScale>>,
 }
 
-/// (session address, layer, head, entries per cell, pool).
+/// (address of the maps drawn, layer, head, entries per cell, pool).
 pub type MapKey = (usize, usize, usize, usize, Pool);
 
 /// Entries past which a cache starts again (a bound on memory across zoom levels).
@@ -371,6 +371,9 @@ pub enum Request {
         heads: Vec<(usize, usize)>,
         toggle: bool,
     },
+    /// Run the real model again keeping every layer's contributions beside its weights
+    /// (once: later runs keep them).
+    KeepContributions,
 }
 
 /// What the views draw and the selection they act on. Public fields are read by views

@@ -15,7 +15,7 @@ pub(crate) use navigate::set_view;
 
 use crate::engine::pipeline::StageId;
 use crate::tui::action::{Action, TrainAction};
-use crate::tui::change::{rebuild, rerun};
+use crate::tui::change::{keep_contributions, rebuild, rerun};
 use crate::tui::component::View;
 use crate::tui::context::Request;
 use crate::tui::playback::{apply_step, change_speed, goto_step, play_pause, tick};
@@ -193,6 +193,9 @@ fn handle_request(state: &mut State, request: Request) {
                     .map_or(String::new(), |l| format!("; loss {l:.3}"));
                 state.set_status(StatusKind::Info, format!("{n} head(s) ablated{loss}"));
             }
+        }
+        Request::KeepContributions => {
+            keep_contributions(state);
         }
         Request::OpenHead { layer, head, view } => {
             if let Source::Real {

@@ -266,3 +266,74 @@ fn arch_checkpoints_attribution_adds_up_to_the_forward_logits() {
         }
     }
 }
+
+/// The app's model session keeps, once asked, every layer's contributions: within the
+/// 16-bit storage's half step of `contributions_pass`'s, on a GQA llama and on Gemma 3's
+/// sliding-window layers, and still after an ablation runs the model again.
+#[test]
+fn a_model_session_keeps_the_contributions_of_every_layer_when_asked() {
+    use attnviz::model::maps::MAX_ERROR;
+    use attnviz::model::session::{Measure, ModelSession};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/arch");
+    for name in ["llama3", "gemma3"] {
+        let p = dir.join(format!("{name}.gguf"));
+        if !p.exists() {
+            eprintln!("skipped {name}: {} is not there", p.display());
+            continue;
+        }
+        let m = load(p.to_str().unwrap()).unwrap();
+        let ids: Vec<u32> = [3u32, 17, 29, 5, 17, 29, 8, 3]
+            .iter()
+            .map(|&i| i % m.config.vocab as u32)
+            .collect();
+        let want = contributions_pass(&m.config, &m.weights, &ids, Some(1)).unwrap();
+        let (layers, heads, n) = (m.config.layers, m.config.heads, ids.len());
+        let opts = ForwardOptions {
+            threads: Some(1),
+            ..ForwardOptions::default()
+        };
+        let plain = ModelSession::from_ids(m, ids, opts).unwrap();
+        assert!(plain.contributions.is_none(), "{name}: kept before asked");
+        assert!(plain.maps(Measure::Contributions).is_none());
+        let s = plain.with_contributions().unwrap();
+        assert_eq!(s.attention, plain.attention, "{name}: the weights changed");
+        assert_eq!(
+            s.top_next, plain.top_next,
+            "{name}: the predictions changed"
+        );
+        let check = |s: &ModelSession, what: &str| {
+            let c = s.maps(Measure::Contributions).expect("contributions kept");
+            assert_eq!(c.layers(), layers);
+            for (l, want_l) in want.iter().enumerate() {
+                for h in 0..heads {
+                    let got = c.head(l, h);
+                    for (x, (&g, &w)) in got.iter().zip(&want_l[h * n * n..][..n * n]).enumerate() {
+                        assert!(
+                            (g - w).abs() <= MAX_ERROR + 1e-6,
+                            "{name} {what}: layer {l} head {h} cell ({}, {}): {g} vs {w}",
+                            x / n,
+                            x % n
+                        );
+                    }
+                }
+            }
+        };
+        check(&s, "kept");
+        // The contributions differ from the weights (else the check shows nothing).
+        let c = s.maps(Measure::Contributions).unwrap();
+        assert!(
+            (0..heads).any(|h| (c.head(0, h).iter())
+                .zip(s.attention.head(0, h).iter())
+                .any(|(a, b)| (a - b).abs() > 1e-3)),
+            "{name}: contributions equal the weights"
+        );
+        // An ablation keeps them; the ablated head's are what it would add.
+        let ablated = s
+            .intervened(ForwardOptions {
+                ablate: vec![(layers - 1, 0)],
+                ..s.options.clone()
+            })
+            .unwrap();
+        check(&ablated, "after ablating the last layer's head 1");
+    }
+}

@@ -7,6 +7,7 @@ mod support;
 mod cli;
 mod e2e;
 mod model;
+mod model_contrib;
 mod model_views;
 mod real_decode_position;
 mod screens;

@@ -5,19 +5,21 @@
 //! weight of the focused head (or the mean over heads, `a`) as a number and a bar.
 //!
 //! Up and Down choose the token; the head keys (1-9, n/N) choose the focused head; `<` `>`
-//! the layer. The numbers are the forward pass's own weights (`ModelSession`).
+//! the layer; `w` shows the contributions ||A v W_O|| in place of the weights (cells,
+//! numbers and bars). The numbers are the forward pass's own (`ModelSession`).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use crate::model::session::ModelSession;
+use crate::model::session::{Measure, ModelSession};
 use crate::tui::action::Action;
 use crate::tui::component::{Hit, View};
-use crate::tui::context::Context;
+use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
+use crate::tui::views::contrib;
 use crate::widgets::heat::adapt;
 use crate::widgets::text;
 use crate::widgets::token_links::{TokenLinks, head_rgb, show};
@@ -25,27 +27,51 @@ use crate::widgets::token_links::{TokenLinks, head_rgb, show};
 pub struct TokensView;
 
 const CMD_MEAN: u8 = 0;
+const CMD_CONTRIB: u8 = 1;
 
-static KEYS: &[Binding] = &[Binding {
-    keys: &[KeyPat::Char('a')],
-    action: Action::ViewCommand(CMD_MEAN),
-    desc: "bars: the focused head's weights / the mean over all heads",
-    hint: Some("head/mean"),
-    hint_keys: Some("a"),
-    group: Group::ThisView,
-    when: When::Always,
-}];
+static KEYS: &[Binding] = &[
+    Binding {
+        keys: &[KeyPat::Char('a')],
+        action: Action::ViewCommand(CMD_MEAN),
+        desc: "bars: the focused head's weights / the mean over all heads",
+        hint: Some("head/mean"),
+        hint_keys: Some("a"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
+    Binding {
+        keys: &[KeyPat::Char('w')],
+        action: Action::ViewCommand(CMD_CONTRIB),
+        desc: "show the attention weights / the contributions ||A v W_O|| (the first time, the model runs again)",
+        hint: Some("weights/contrib"),
+        hint_keys: Some("w"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
+];
 
-/// The view's own setting: do the bars show the mean over heads?
+/// The view's own settings: do the bars show the mean over heads, do cells and bars show
+/// the contributions?
 #[derive(Debug, Clone, Copy, Default)]
 struct TokensLab {
     mean: bool,
+    contrib: bool,
+}
+
+fn settings(ctx: &Context) -> TokensLab {
+    ctx.views
+        .get::<TokensLab>(ViewKind::Tokens)
+        .copied()
+        .unwrap_or_default()
 }
 
 fn mean(ctx: &Context) -> bool {
-    ctx.views
-        .get::<TokensLab>(ViewKind::Tokens)
-        .is_some_and(|l| l.mean)
+    settings(ctx).mean
+}
+
+/// Weights, or contributions once asked for and kept.
+fn measure(ctx: &Context, s: &ModelSession) -> Measure {
+    contrib::shown(s, settings(ctx).contrib)
 }
 
 fn areas(area: Rect) -> [Rect; 3] {
@@ -57,10 +83,13 @@ fn areas(area: Rect) -> [Rect; 3] {
     .areas(area)
 }
 
-/// weights[h][j]: head h's weight from token `i` to token j in `layer`.
-fn row_weights(s: &ModelSession, layer: usize, i: usize) -> Vec<Vec<f32>> {
+/// rows[h][j]: head h's weight (or contribution) from token `i` to token j in `layer`.
+fn rows(s: &ModelSession, m: Measure, layer: usize, i: usize) -> Vec<Vec<f32>> {
+    let Some(maps) = s.maps(m) else {
+        return Vec::new();
+    };
     (0..s.config().heads)
-        .map(|h| s.row_weights(layer, h, i))
+        .map(|h| maps.row(layer, h, i))
         .collect()
 }
 
@@ -106,10 +135,23 @@ impl View for TokensView {
     }
 
     fn update(&self, ctx: &mut Context, action: Action) {
-        if action == Action::ViewCommand(CMD_MEAN) {
-            let m = !mean(ctx);
-            ctx.views.set(ViewKind::Tokens, TokensLab { mean: m });
+        let mut l = settings(ctx);
+        match action {
+            Action::ViewCommand(CMD_MEAN) => l.mean = !l.mean,
+            Action::ViewCommand(CMD_CONTRIB) => {
+                l.contrib = !l.contrib;
+                if l.contrib
+                    && ctx
+                        .source
+                        .session()
+                        .is_some_and(|s| s.contributions.is_none())
+                {
+                    ctx.request = Some(Request::KeepContributions);
+                }
+            }
+            _ => return,
         }
+        ctx.views.set(ViewKind::Tokens, l);
     }
 
     fn render(&self, ctx: &Context, area: Rect, buf: &mut Buffer) {
@@ -121,7 +163,8 @@ impl View for TokensView {
         let (n, heads) = (s.n(), s.config().heads);
         let i = ctx.cursor.0.min(n.saturating_sub(1));
         let layer = ctx.layer();
-        let weights = row_weights(s, layer, i);
+        let m = measure(ctx, s);
+        let weights = rows(s, m, layer, i);
         let focus = (!mean(ctx)).then_some(ctx.head.min(heads.saturating_sub(1)));
         // Line 1: the selected token and what the bars show; line 2: the head colours.
         let bars = match focus {
@@ -165,6 +208,13 @@ impl View for TokensView {
             };
             legend.push(Span::styled(format!("{} ", h + 1), style));
         }
+        legend.push(Span::styled(
+            format!("· {}", contrib::line(m, ctx.options.lang, false)),
+            match m {
+                Measure::Weights => t.dim,
+                Measure::Contributions => t.field_value,
+            },
+        ));
         if top.height > 1 {
             Line::from(legend).render(Rect::new(top.x, top.y + 1, top.width, 1), buf);
         }
@@ -185,7 +235,11 @@ impl View for TokensView {
         })
             .render(body, buf);
         let foot_text = format!(
-            "query tokens on the left, keys on the right; a cell per head, brighter = more weight · tokens {}-{} of {n}",
+            "query tokens on the left, keys on the right; a cell per head, brighter = more {} · tokens {}-{} of {n}",
+            match m {
+                Measure::Weights => "weight",
+                Measure::Contributions => "contribution",
+            },
             scroll(i, rows, n) + 1,
             (scroll(i, rows, n) + rows).min(n)
         );

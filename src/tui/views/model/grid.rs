@@ -5,8 +5,8 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::lab::{Score, score};
-use crate::model::session::ModelSession;
+use super::lab::{Score, measure, score};
+use crate::model::session::{Measure, ModelSession};
 use crate::tui::context::Context;
 use crate::widgets::text;
 
@@ -141,16 +141,25 @@ pub fn render(ctx: &Context, s: &ModelSession, k: Score, area: Rect, buf: &mut B
         }
     }
     if let Some(side) = g.side {
+        // The scores are of what the maps show: weights, or contributions (`w`).
+        let (one, many) = match measure(ctx) {
+            Measure::Weights => ("weight", "weights"),
+            Measure::Contributions => ("contribution", "contributions"),
+        };
         let mut lines = vec![(
             format!(
                 "{}: {}",
                 k.name(),
                 match k {
-                    Score::PrevToken => "mean weight on the token just before",
-                    Score::FirstToken => "mean weight on the first token (the sink)",
-                    Score::Duplicate => "weight on earlier copies of the same token",
-                    Score::Induction => "weight on the token after an earlier copy (copying)",
-                    Score::Entropy => "how spread the weights are, 0 (one key) to 1 (uniform)",
+                    Score::PrevToken => format!("mean {one} on the token just before"),
+                    Score::FirstToken => format!("mean {one} on the first token (the sink)"),
+                    Score::Duplicate => format!("{one} on earlier copies of the same token"),
+                    Score::Induction => {
+                        format!("{one} on the token after an earlier copy (copying)")
+                    }
+                    Score::Entropy => {
+                        format!("how spread the {many} are, 0 (one key) to 1 (uniform)")
+                    }
                 }
             ),
             t.panel_title,

@@ -1,11 +1,13 @@
 //! What the model view keeps between frames (every head's scores for one session, what it
-//! shows, the rollout) and the head scores it can colour by; read by the view and its
-//! parts.
+//! shows, weights or contributions, the rollout) and the head scores it can colour by;
+//! read by the view and its parts.
 
-use crate::model::scores::HeadScores;
-use crate::model::session::ModelSession;
+use crate::model::maps::AttentionMaps;
+use crate::model::scores::{HeadScores, head_scores};
+use crate::model::session::{Measure, ModelSession};
 use crate::tui::context::Context;
 use crate::tui::view_kind::ViewKind;
+use crate::tui::views::contrib;
 
 /// What the view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,11 +75,37 @@ impl Show {
 pub struct ModelLab {
     /// The session (by address) the scores belong to.
     pub session: usize,
-    /// scores[layer * heads + head].
+    /// scores[layer * heads + head], of the weights.
     pub scores: Vec<HeadScores>,
+    /// The same of the contributions, once shown.
+    pub contrib_scores: Option<Vec<HeadScores>>,
     pub show: Show,
-    /// The rollout (n x n), once asked for, for this model session.
-    pub rollout: Option<Vec<f64>>,
+    /// `w`: show the contributions instead of the weights.
+    pub contrib: bool,
+    /// The rollout (n x n) of the weights and of the contributions, once asked for, for
+    /// this model session.
+    pub rollout: [Option<Vec<f64>>; 2],
+}
+
+impl ModelLab {
+    /// The rollout of `m`, if made.
+    pub fn rollout(&self, m: Measure) -> Option<&[f64]> {
+        self.rollout[m as usize].as_deref()
+    }
+}
+
+/// Every head's scores of `maps` (weights or contributions), [layer * heads + head].
+pub fn scores_of(s: &ModelSession, maps: &AttentionMaps) -> Vec<HeadScores> {
+    let (layers, heads, n) = (s.config().layers, s.config().heads, s.n());
+    let causal = s.config().causal;
+    let mut scores = Vec::with_capacity(layers * heads);
+    for l in 0..layers {
+        for h in 0..heads {
+            let a = maps.head(l, h);
+            scores.push(head_scores(&a, &s.ids, |i| if causal { i + 1 } else { n }));
+        }
+    }
+    scores
 }
 
 pub fn session_key(s: &ModelSession) -> usize {
@@ -92,8 +120,21 @@ pub fn show(ctx: &Context) -> Show {
     lab(ctx).map_or(Show::Maps, |l| l.show)
 }
 
-/// Score of (layer, head), if computed.
+/// What the view has on screen: weights, or contributions once the session keeps them.
+pub fn measure(ctx: &Context) -> Measure {
+    match ctx.source.session() {
+        Some(s) => contrib::shown(s, lab(ctx).is_some_and(|l| l.contrib)),
+        None => Measure::Weights,
+    }
+}
+
+/// Score of (layer, head) in what is shown, if computed.
 pub fn score(ctx: &Context, layer: usize, head: usize) -> Option<&HeadScores> {
     let heads = ctx.source.session()?.config().heads;
-    lab(ctx)?.scores.get(layer * heads + head)
+    let l = lab(ctx)?;
+    let scores = match measure(ctx) {
+        Measure::Weights => &l.scores,
+        Measure::Contributions => l.contrib_scores.as_ref()?,
+    };
+    scores.get(layer * heads + head)
 }

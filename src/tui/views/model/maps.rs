@@ -2,13 +2,13 @@
 //! tokens once n outgrows it: each cell then summarises a block of weights by its mean
 //! or its maximum (`b` switches; `z` `Z` make the maps smaller or larger), and the
 //! footer says which. Every map shares the scale 0..1, so bright means a large weight
-//! in every head.
+//! in every head; with `w`, a large contribution (rows of both sum to 1).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::widgets::Widget;
 
-use crate::model::session::ModelSession;
+use crate::model::session::{Measure, ModelSession};
 use crate::tui::context::Context;
 use crate::widgets::minimap::MiniMap;
 use crate::widgets::pooled::{Viewport, pool};
@@ -84,7 +84,10 @@ fn split(area: Rect) -> [Rect; 2] {
     Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(area)
 }
 
-pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
+pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut Buffer) {
+    let Some(shown) = s.maps(m) else {
+        return;
+    };
     let t = &ctx.theme;
     let [maps, foot] = split(area);
     let g = grid(ctx, s, maps);
@@ -133,9 +136,10 @@ pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
             if rect.width < g.map_w {
                 break;
             }
-            let key = (s as *const ModelSession as usize, layer, h, g.per_cell, how);
+            // Keyed by the maps drawn: the weights and the contributions each have theirs.
+            let key = (shown as *const _ as usize, layer, h, g.per_cell, how);
             let values = ctx.cache.map(key, || {
-                pool(&s.head_weights(layer, h), n, n, &vp, g.cells, g.cells, how)
+                pool(&shown.head(layer, h), n, n, &vp, g.cells, g.cells, how)
             });
             (&MiniMap {
                 values: &values,
@@ -166,14 +170,18 @@ pub fn render(ctx: &Context, s: &ModelSession, area: Rect, buf: &mut Buffer) {
         }
     }
     let per = g.per_cell;
+    let (one, many) = match m {
+        Measure::Weights => ("weight", "weights"),
+        Measure::Contributions => ("contribution", "contributions"),
+    };
     let summary = if per > 1 {
         format!(
-            "each cell: the {} of a {per}x{per} block of weights (b: {})",
+            "each cell: the {} of a {per}x{per} block of {many} (b: {})",
             how.name(),
             how.toggled().name()
         )
     } else {
-        "each cell: one weight".to_string()
+        format!("each cell: one {one}")
     };
     let shown = format!(
         "layers {}-{} of {} · {summary} · scale 0..1 · z/Z: smaller/larger maps",

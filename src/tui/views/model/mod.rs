@@ -9,7 +9,10 @@
 //! - **rollout**: attention rollout across the layers (Abnar & Zuidema 2020) as one map
 //!   ([`rollout`]).
 //!
-//! `c` cycles these. The cursor is on a layer and head everywhere; Enter opens that
+//! `c` cycles these, and `w` switches all three between the attention weights and the
+//! contributions ||A v W_O|| (`model::contrib`: how much each key's value adds, where a
+//! weight alone can point at a sink that adds little); the line over them says which.
+//! The cursor is on a layer and head everywhere; Enter opens that
 //! head's weights in the pipeline view, `d` ablates it (the forward pass runs again
 //! without its output) and the panel under the maps compares the model's predictions
 //! before and after ([`effects`]).
@@ -21,7 +24,7 @@ mod maps;
 mod rollout;
 
 use crate::engine::config::MaskKind;
-use lab::{ModelLab, Score, Show, lab, score, session_key, show};
+use lab::{ModelLab, Score, Show, lab, measure, score, scores_of, session_key, show};
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
@@ -29,14 +32,15 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use crate::model::scores::head_scores;
-use crate::model::session::ModelSession;
+use crate::model::session::{Measure, ModelSession};
 use crate::scene::ModelShow;
 use crate::tui::action::Action;
 use crate::tui::component::{Hit, View};
 use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
+use crate::tui::views::contrib;
+use crate::widgets::text;
 
 pub struct ModelView;
 
@@ -60,13 +64,31 @@ pub fn show_in_lesson(ctx: &mut Context, show: ModelShow) {
         ModelView.refresh(ctx);
         ctx.cursor = cursor;
     }
-    let rollout = (show == Show::Rollout && lab(ctx).is_some_and(|l| l.rollout.is_none()))
-        .then(|| ctx.source.session().and_then(rollout::compute))
-        .flatten();
     if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
         l.show = show;
+    }
+    derive(ctx);
+}
+
+/// What the view shows and has not derived yet: the head scores of the contributions,
+/// the rollout of what is shown.
+fn derive(ctx: &mut Context) {
+    let (Some(s), Some(l)) = (ctx.source.session(), lab(ctx)) else {
+        return;
+    };
+    let m = measure(ctx);
+    let scores = (m == Measure::Contributions && l.contrib_scores.is_none())
+        .then(|| s.contributions.as_ref().map(|c| scores_of(s, c)))
+        .flatten();
+    let rollout = (l.show == Show::Rollout && l.rollout(m).is_none())
+        .then(|| rollout::compute(s, m))
+        .flatten();
+    if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
+        if scores.is_some() {
+            l.contrib_scores = scores;
+        }
         if rollout.is_some() {
-            l.rollout = rollout;
+            l.rollout[m as usize] = rollout;
         }
     }
 }
@@ -75,6 +97,7 @@ const CMD_OPEN: u8 = 0;
 const CMD_SHOW: u8 = 1;
 const CMD_ABLATE: u8 = 2;
 const CMD_RESTORE: u8 = 3;
+const CMD_CONTRIB: u8 = 4;
 
 static KEYS: &[Binding] = &[
     Binding {
@@ -110,6 +133,15 @@ static KEYS: &[Binding] = &[
         desc: "bring every ablated head back",
         hint: None,
         hint_keys: None,
+        group: Group::ThisView,
+        when: When::Always,
+    },
+    Binding {
+        keys: &[KeyPat::Char('w')],
+        action: Action::ViewCommand(CMD_CONTRIB),
+        desc: "show the attention weights / the contributions ||A v W_O|| (the first time, the model runs again)",
+        hint: Some("weights/contrib"),
+        hint_keys: Some("w"),
         group: Group::ThisView,
         when: When::Always,
     },
@@ -197,12 +229,15 @@ impl View for ModelView {
             return String::new();
         };
         let what = match show(ctx) {
-            Show::Maps => "every head's weights".to_string(),
+            Show::Maps => match measure(ctx) {
+                Measure::Weights => "every head's weights".to_string(),
+                Measure::Contributions => "every head's contributions".to_string(),
+            },
             Show::Score(k) => format!("the {} score of every head", k.name()),
             Show::Rollout => "attention rollout through every layer".to_string(),
         };
         format!(
-            "{} layers x {} heads over {} tokens: {what} · c: show",
+            "{} layers x {} heads over {} tokens: {what} · c: show · w: weights/contributions",
             s.config().layers,
             s.config().heads,
             s.n()
@@ -217,29 +252,22 @@ impl View for ModelView {
         };
         let key = session_key(s);
         if lab(ctx).is_none_or(|l| l.session != key) {
-            let (layers, heads, n) = (s.config().layers, s.config().heads, s.n());
-            let causal = s.config().causal;
-            let mut scores = Vec::with_capacity(layers * heads);
-            for l in 0..layers {
-                for h in 0..heads {
-                    let a = s.head_weights(l, h);
-                    scores.push(head_scores(&a, &s.ids, |i| if causal { i + 1 } else { n }));
-                }
-            }
-            let show = show(ctx);
-            let rollout = (show == Show::Rollout)
-                .then(|| rollout::compute(s))
-                .flatten();
+            let scores = scores_of(s, &s.attention);
+            // What the view was set to show stays (a run after an ablation is a new session).
+            let (show, contrib) = lab(ctx).map_or((Show::Maps, false), |l| (l.show, l.contrib));
             ctx.views.set(
                 ViewKind::Model,
                 ModelLab {
                     session: key,
                     scores,
+                    contrib_scores: None,
                     show,
-                    rollout,
+                    contrib,
+                    rollout: [None, None],
                 },
             );
         }
+        derive(ctx);
         ctx.cursor = (ctx.layer(), ctx.head);
     }
 
@@ -254,13 +282,25 @@ impl View for ModelView {
                 });
             }
             Action::ViewCommand(CMD_SHOW) => {
-                let rollout = ctx.source.session().and_then(rollout::compute);
                 if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
                     l.show = l.show.next();
-                    if l.show == Show::Rollout && l.rollout.is_none() {
-                        l.rollout = rollout;
-                    }
                 }
+                derive(ctx);
+            }
+            Action::ViewCommand(CMD_CONTRIB) => {
+                let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) else {
+                    return;
+                };
+                l.contrib = !l.contrib;
+                let ask = l.contrib
+                    && ctx
+                        .source
+                        .session()
+                        .is_some_and(|s| s.contributions.is_none());
+                if ask {
+                    ctx.request = Some(Request::KeepContributions);
+                }
+                derive(ctx);
             }
             Action::ViewCommand(CMD_ABLATE) => {
                 ctx.request = Some(Request::Ablate {
@@ -284,16 +324,30 @@ impl View for ModelView {
         };
         let [top, main, foot] = areas(ctx, area);
         Line::from(head_line(ctx, s)).render(Rect::new(top.x, top.y, top.width, 1), buf);
+        let m = measure(ctx);
+        if top.height > 1 {
+            let style = match m {
+                Measure::Weights => ctx.theme.dim,
+                Measure::Contributions => ctx.theme.field_value,
+            };
+            buf.set_stringn(
+                top.x,
+                top.y + 1,
+                text::fit(
+                    &contrib::line(m, ctx.options.lang, true),
+                    top.width as usize,
+                    ctx.glyphs.ellipsis,
+                ),
+                top.width as usize,
+                style,
+            );
+        }
         match show(ctx) {
-            Show::Maps => maps::render(ctx, s, main, buf),
+            Show::Maps => maps::render(ctx, s, m, main, buf),
             Show::Score(k) => grid::render(ctx, s, k, main, buf),
-            Show::Rollout => rollout::render(
-                ctx,
-                s,
-                lab(ctx).and_then(|l| l.rollout.as_deref()),
-                main,
-                buf,
-            ),
+            Show::Rollout => {
+                rollout::render(ctx, s, m, lab(ctx).and_then(|l| l.rollout(m)), main, buf)
+            }
         }
         effects::render(ctx, s, foot, buf);
     }

@@ -10,7 +10,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 
 use crate::engine::pipeline::Matrix;
 use crate::model::scores;
-use crate::model::session::ModelSession;
+use crate::model::session::{Measure, ModelSession};
 use crate::tui::context::Context;
 use crate::tui::views::panel::{MAX_CELL, MatrixPanel};
 use crate::widgets::token_links::show;
@@ -22,12 +22,14 @@ pub const MAX_TOKENS: usize = 256;
 const ABOUT_EN: &str = "Rollout multiplies the layers' head-averaged weights, each mixed half and half with the identity for the residual stream: row i says where token i's final state came from. In causal models most of it drains to the first tokens.";
 const ABOUT_ZH: &str = "Rollout 把各层按头平均后的权重连乘，每层都与单位矩阵各占一半以代表残差连接：第 i 行表示词元 i 的最终状态来自哪里。在因果模型里，大部分会流向开头的几个词元。";
 
-/// The rollout of this model session (n x n, row-major), if the text is short enough.
-pub fn compute(s: &ModelSession) -> Option<Vec<f64>> {
+/// The rollout of this model session's weights or contributions (n x n, row-major), if
+/// the text is short enough and the session keeps them.
+pub fn compute(s: &ModelSession, m: Measure) -> Option<Vec<f64>> {
+    let maps = s.maps(m)?;
     (s.n() <= MAX_TOKENS).then(|| {
         let mut r = scores::Rollout::new(s.n());
-        for l in 0..s.attention.layers() {
-            r.push_layer(&s.attention.layer(l), s.config().heads);
+        for l in 0..maps.layers() {
+            r.push_layer(&maps.layer(l), s.config().heads);
         }
         r.finish()
     })
@@ -36,6 +38,7 @@ pub fn compute(s: &ModelSession) -> Option<Vec<f64>> {
 pub fn render(
     ctx: &Context,
     s: &ModelSession,
+    m: Measure,
     rollout: Option<&[f64]>,
     area: Rect,
     buf: &mut Buffer,
@@ -75,7 +78,13 @@ pub fn render(
         return;
     };
     let m = Matrix::new(
-        format!("rollout over {} layers", s.config().layers),
+        match m {
+            Measure::Weights => format!("rollout over {} layers", s.config().layers),
+            Measure::Contributions => format!(
+                "rollout of the contributions over {} layers",
+                s.config().layers
+            ),
+        },
         data,
         labels.clone(),
         labels,
