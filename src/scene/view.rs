@@ -26,12 +26,14 @@ pub enum SceneView {
     Model,
     /// A real model: where one token looks, in every head of the layer.
     Tokens,
+    /// A real causal model: the logit lens, each layer's guess at the next token.
+    Lens,
     /// A small model training: its loss curve, head scores and maps, live.
     Train,
 }
 
 impl SceneView {
-    pub const ALL: [SceneView; 10] = [
+    pub const ALL: [SceneView; 11] = [
         SceneView::Pipeline,
         SceneView::Heads,
         SceneView::Position,
@@ -41,6 +43,7 @@ impl SceneView {
         SceneView::Scaling,
         SceneView::Model,
         SceneView::Tokens,
+        SceneView::Lens,
         SceneView::Train,
     ];
 
@@ -56,6 +59,7 @@ impl SceneView {
             SceneView::Scaling => "scaling",
             SceneView::Model => "model",
             SceneView::Tokens => "tokens",
+            SceneView::Lens => "lens",
             SceneView::Train => "train",
         }
     }

@@ -164,6 +164,12 @@ pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'stati
         (V::Train, Lang::Zh) => {
             "模型学习预测随机词元，其中有一段会重复：只有“复制”才能预测重复的部分，这需要两层里的两个头配合。"
         }
+        (V::Lens, Lang::En) => {
+            "The logit lens: every layer's residual stream read through the model's unembedding as if it were the last layer. Watch the next token's prediction form through the depth; t shows the target's rank in every cell."
+        }
+        (V::Lens, Lang::Zh) => {
+            "logit lens：把每一层的残差流当作最后一层，经过模型的反嵌入读出来。看下一个词元的预测怎样随深度逐渐形成；按 t 显示目标词元在每格中的排名。"
+        }
         (V::Tokens, Lang::En) => {
             "Where the selected token looks: a line to each token it attends to, one colour per head; a strong weight is a bright line."
         }

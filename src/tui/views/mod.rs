@@ -11,6 +11,7 @@ mod decode;
 pub mod flash;
 mod heads;
 mod inspector;
+pub mod lens;
 pub mod model;
 pub(crate) mod panel;
 mod pipeline;
@@ -34,6 +35,7 @@ pub static VIEWS: &[&dyn View] = &[
     &heads::HeadsView,
     &model::ModelView,
     &tokens::TokensView,
+    &lens::LensView,
     &position::PositionView,
     &flash::FlashView,
     &decode::DecodeView,
