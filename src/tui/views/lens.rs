@@ -113,6 +113,21 @@ fn say(lang: Lang, en: &'static str, zh: &'static str) -> &'static str {
     }
 }
 
+/// A token as the view shows it: whitespace made visible (`show`), and characters that
+/// take no column (controls, combining marks, format characters, as some byte-level
+/// pieces decode) written as escapes, so every cell keeps its width.
+pub fn token_label(piece: &str) -> String {
+    let mut out = String::new();
+    for c in show(piece).chars() {
+        if c.is_control() || unicode_width::UnicodeWidthChar::width(c).is_none_or(|w| w == 0) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A probability as a cell shows it: whole percent, 4 columns.
 pub fn percent(p: f64) -> String {
     format!("{:>3.0}%", p * 100.0)
@@ -183,7 +198,7 @@ fn cell_text(s: &ModelSession, cell: &LensCell, target: bool) -> (String, f64) {
         Some(t) => (
             format!(
                 " {} {}",
-                text::left(&show(&s.model.tokenizer.piece(t.id)), TOKEN_W, "…"),
+                text::left(&token_label(&s.model.tokenizer.piece(t.id)), TOKEN_W, "…"),
                 percent(t.prob)
             ),
             t.prob,
@@ -202,12 +217,12 @@ fn render_head(ctx: &Context, s: &ModelSession, lens: &TextLens, area: Rect, buf
         return;
     };
     let target = lab(ctx).is_some_and(|l| l.target);
-    let piece = |id: u32| show(&s.model.tokenizer.piece(id));
+    let piece = |id: u32| token_label(&s.model.tokenizer.piece(id));
     let line = |y: u16| Rect::new(area.x, area.y + y, area.width, 1);
     if area.height == 0 {
         return;
     }
-    let token = s.pieces.get(pos).map_or(String::new(), |p| show(p));
+    let token = s.pieces.get(pos).map_or(String::new(), |p| token_label(p));
     let shows = if target {
         say(
             lang,
@@ -290,7 +305,7 @@ fn render_grid(ctx: &Context, s: &ModelSession, lens: &TextLens, area: Rect, buf
     for (i, p) in (first_col..first_col + cols).enumerate() {
         let x = body.x + LABEL_W + i as u16 * CELL_W;
         let style = if p == cur_p { t.label_active } else { t.label };
-        let token = s.pieces.get(p).map_or(String::new(), |p| show(p));
+        let token = s.pieces.get(p).map_or(String::new(), |p| token_label(p));
         let label = format!(" {}", text::left(&token, CELL_W as usize - 1, &ellipsis));
         buf.set_stringn(x, body.y, label, CELL_W as usize, style);
     }

