@@ -12,11 +12,13 @@ use attnviz::cli::Lang;
 use attnviz::model::find;
 use attnviz::model::lens::{LensCell, logit_lens};
 use attnviz::tui::lens_worker::{self, Driver};
-use attnviz::tui::views::lens::{TOP, percent, token_label};
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
+use attnviz::tui::views::lens::{TOP, lab, percent, token_label};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update, views};
 use attnviz::widgets::text;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
 use support::gguf::{Quant, Tiny, tiny_llama};
 use support::hf;
 
@@ -252,7 +254,29 @@ fn a_long_text_scrolls_with_the_cursor_and_no_size_panics() {
             update(&mut s, TARGET);
         }
     }
-    update(&mut s, TARGET);
+    // The view itself, drawn into areas of any size (the app draws views only from
+    // 80x24, but a view must not count on it).
+    let view = views::find(ViewKind::Lens).unwrap();
+    for target in [true, false] {
+        if lab(&s).unwrap().target != target {
+            update(&mut s, TARGET);
+        }
+        for corner in [(0, 0), (2, n - 1), (1, n / 2)] {
+            update(
+                &mut s,
+                Action::Select {
+                    row: corner.0,
+                    col: corner.1,
+                },
+            );
+            for (w, h) in [(0, 0), (1, 1), (20, 5), (5, 20), (13, 4), (17, 3), (40, 6)] {
+                let area = Rect::new(0, 0, w, h);
+                let mut buf = Buffer::empty(area);
+                view.render(&s, area, &mut buf);
+                let _ = view.hit_test(&s, area, w / 2, h / 2);
+            }
+        }
+    }
     // At 120 columns 9 positions fit: the cursor takes the grid with it to the last
     // position, whose cells then show what `logit_lens` gives.
     assert!(n > 12, "{n} tokens");

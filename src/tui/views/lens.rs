@@ -297,11 +297,22 @@ fn render_grid(ctx: &Context, s: &ModelSession, lens: &TextLens, area: Rect, buf
     let target = lab(ctx).is_some_and(|l| l.target);
     let (cur_l, cur_p) = ctx.cursor;
     let ellipsis = ctx.glyphs.text("…");
-    // The header row: the tokens across, with marks where more columns are off screen.
+    // The header row: the tokens across, with marks where more columns or layers are
+    // off screen.
     let (first_col, cols) = g.cols;
-    if first_col > 0 {
-        buf.set_stringn(body.x, body.y, "‹", LABEL_W as usize, t.dim);
-    }
+    let (first_row, rows) = g.rows;
+    let layers = lens.cells.len();
+    let marks = format!(
+        "{}{}{}",
+        if first_col > 0 { "‹" } else { " " },
+        if first_row > 0 { "↑" } else { " " },
+        if first_row + rows < layers {
+            "↓"
+        } else {
+            " "
+        },
+    );
+    buf.set_stringn(body.x, body.y, marks, LABEL_W as usize, t.dim);
     for (i, p) in (first_col..first_col + cols).enumerate() {
         let x = body.x + LABEL_W + i as u16 * CELL_W;
         let style = if p == cur_p { t.label_active } else { t.label };
@@ -313,7 +324,6 @@ fn render_grid(ctx: &Context, s: &ModelSession, lens: &TextLens, area: Rect, buf
     if first_col + cols < s.n() && right < body.right() {
         buf.set_stringn(right, body.y, "›", 1, t.dim);
     }
-    let (first_row, rows) = g.rows;
     for (r, layer) in (first_row..first_row + rows).enumerate() {
         let y = body.y + 1 + r as u16;
         if y >= body.bottom() {
@@ -375,7 +385,7 @@ impl View for LensView {
     }
 
     fn unavailable(&self) -> &'static str {
-        "the lens view shows a real causal model's logit lens: attnviz --model MODEL --text TEXT"
+        "the lens view shows a real causal model's logit lens: attnviz --model MODEL --tokens TEXT"
     }
 
     fn commands(&self) -> &'static [Binding] {
