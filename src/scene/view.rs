@@ -28,12 +28,14 @@ pub enum SceneView {
     Tokens,
     /// A real causal model: the logit lens, each layer's guess at the next token.
     Lens,
+    /// A real causal model: direct logit attribution of its answer, head by head.
+    Attribution,
     /// A small model training: its loss curve, head scores and maps, live.
     Train,
 }
 
 impl SceneView {
-    pub const ALL: [SceneView; 11] = [
+    pub const ALL: [SceneView; 12] = [
         SceneView::Pipeline,
         SceneView::Heads,
         SceneView::Position,
@@ -44,6 +46,7 @@ impl SceneView {
         SceneView::Model,
         SceneView::Tokens,
         SceneView::Lens,
+        SceneView::Attribution,
         SceneView::Train,
     ];
 
@@ -60,6 +63,7 @@ impl SceneView {
             SceneView::Model => "model",
             SceneView::Tokens => "tokens",
             SceneView::Lens => "lens",
+            SceneView::Attribution => "attribution",
             SceneView::Train => "train",
         }
     }

@@ -170,6 +170,12 @@ pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'stati
         (V::Lens, Lang::Zh) => {
             "logit lens：把每一层的残差流当作最后一层，经过模型的反嵌入读出来。看下一个词元的预测怎样随深度逐渐形成；按 t 显示目标词元在每格中的排名。"
         }
+        (V::Attribution, Lang::En) => {
+            "Direct logit attribution: the final logits are a sum of what every head and MLP wrote into the residual stream, so the answer's lead over the runner-up splits into their parts. The parts add up to the model's own difference."
+        }
+        (V::Attribution, Lang::Zh) => {
+            "直接 logit 归因：最终的 logit 是每个头和 MLP 写入残差流的内容之和，所以答案领先第二名的差距可以拆成它们各自的部分。各部分加起来等于模型自己的差值。"
+        }
         (V::Tokens, Lang::En) => {
             "Where the selected token looks: a line to each token it attends to, one colour per head; a strong weight is a bright line."
         }

