@@ -87,6 +87,8 @@ pub enum Action {
     TrainReport(Box<TrainReport>),
     /// The logit lens a worker computed for the lens view, delivered by the event loop.
     Lens(Box<LensReport>),
+    /// The direct logit attribution a worker computed for the attribution view.
+    Attribution(Box<AttributionReport>),
 }
 
 /// The logit lens of a session's text, or why it could not be computed.
@@ -96,6 +98,14 @@ pub struct LensReport {
     /// token ids; a report for a text the app no longer shows is dropped.
     pub key: (usize, Vec<u32>),
     pub lens: Result<std::sync::Arc<crate::model::lens::TextLens>, String>,
+}
+
+/// The direct logit attribution of a session's answer, or why it could not be computed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttributionReport {
+    /// As [`LensReport::key`].
+    pub key: (usize, Vec<u32>),
+    pub attribution: Result<std::sync::Arc<crate::model::attribution::Attribution>, String>,
 }
 
 /// The training run's controls.

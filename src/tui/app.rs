@@ -64,7 +64,8 @@ pub fn run(mut state: State) -> Result<()> {
     // Steps `attnviz train`'s run on a worker thread; its snapshots come in as actions.
     let mut training = train_worker::Driver::default();
     training.sync(&mut state);
-    // Computes the lens view's logit lens on a worker thread; it comes in as an action.
+    // Computes the lens and attribution views' numbers on worker threads; they come in as
+    // actions.
     let mut lensing = lens_worker::Driver::default();
     // For the test that the panic path restores the terminal (tests/cli/terminal_restore.rs):
     // a panic after the first frame, while the app owns the terminal.

@@ -1,118 +1,183 @@
-//! The event loop's side of the lens view: when the view waits for the logit lens of
-//! the text on screen, a worker thread computes it (an unembedding per layer and
-//! position: seconds on a long text) and its report comes back as an action, so the
-//! screen never freezes. Headless drivers (recordings, tests) compute it in place with
-//! [`run_pending`]. The state changes only through `update`.
+//! The event loop's side of the lens and attribution views: when one of them waits for
+//! its numbers of the text on screen (the logit lens: an unembedding per layer and
+//! position, seconds on a long text; the attribution: a forward pass), a worker thread
+//! computes them and the report comes back as an action, so the screen never freezes.
+//! Headless drivers (recordings, tests) compute them in place with [`run_pending`]. The
+//! state changes only through `update`.
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 
+use crate::model::attribution::attribute;
 use crate::model::lens::{TextLens, text_lens};
 use crate::model::load::LoadedModel;
-use crate::tui::action::{Action, LensReport};
+use crate::tui::action::{Action, AttributionReport, LensReport};
 use crate::tui::state::State;
 use crate::tui::update::update;
-use crate::tui::views::lens::{LensKey, TOP, final_top, wanted};
+use crate::tui::views::attribution;
+use crate::tui::views::lens::{self, LensKey, TOP, final_top};
 
-/// What one lens needs: the model, the text's ids and the last position's target.
+/// What a job computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    /// The lens, with the last position's target.
+    Lens { last: Option<u32> },
+    /// The attribution of logit(target) - logit(foil) at the last position.
+    Attribution { target: u32, foil: u32 },
+}
+
+/// One job: what, for which model and text.
 struct Job {
     key: LensKey,
+    what: What,
     model: Arc<LoadedModel>,
-    last: Option<u32>,
 }
 
-fn job(state: &State) -> Option<Job> {
-    let key = wanted(state)?;
-    let s = state.source.session()?;
-    Some(Job {
-        key,
-        model: s.model.clone(),
-        last: final_top(s),
-    })
+/// The jobs the views wait for now, lens first.
+fn jobs(state: &State) -> Vec<Job> {
+    let Some(s) = state.source.session() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(key) = lens::wanted(state) {
+        out.push(Job {
+            key,
+            what: What::Lens { last: final_top(s) },
+            model: s.model.clone(),
+        });
+    }
+    if let Some((key, target, foil)) = attribution::wanted(state) {
+        out.push(Job {
+            key,
+            what: What::Attribution { target, foil },
+            model: s.model.clone(),
+        });
+    }
+    out
 }
 
-fn compute(job: &Job) -> LensReport {
+fn compute(job: &Job) -> Action {
     let m = &job.model;
-    let lens = text_lens(&m.config, &m.weights, &job.key.ids, TOP, job.last, None)
-        .map(Arc::new)
-        .map_err(|e| e.to_string());
-    LensReport {
-        key: (job.key.model, job.key.ids.clone()),
-        lens,
+    let ids = &job.key.ids;
+    let key = (job.key.model, ids.clone());
+    match job.what {
+        What::Lens { last } => Action::Lens(Box::new(LensReport {
+            key,
+            lens: text_lens(&m.config, &m.weights, ids, TOP, last, None)
+                .map(Arc::new)
+                .map_err(|e| e.to_string()),
+        })),
+        What::Attribution { target, foil } => Action::Attribution(Box::new(AttributionReport {
+            key,
+            attribution: attribute(
+                &m.config,
+                &m.weights,
+                ids,
+                ids.len().saturating_sub(1),
+                target,
+                Some(foil),
+                None,
+            )
+            .map(Arc::new)
+            .map_err(|e| e.to_string()),
+        })),
+    }
+}
+
+/// The report of a job whose thread ended without one (it panicked).
+fn stopped(key: &LensKey, what: What) -> Action {
+    let key = (key.model, key.ids.clone());
+    let e = "the worker thread stopped unexpectedly".to_string();
+    match what {
+        What::Lens { .. } => Action::Lens(Box::new(LensReport { key, lens: Err(e) })),
+        What::Attribution { .. } => Action::Attribution(Box::new(AttributionReport {
+            key,
+            attribution: Err(e),
+        })),
     }
 }
 
 struct Running {
     key: LensKey,
-    report: Receiver<LensReport>,
+    what: What,
+    report: Receiver<Action>,
     handle: JoinHandle<()>,
 }
 
-/// Owns the worker of the lens being computed, if any.
+/// Owns the workers of the numbers being computed.
 #[derive(Default)]
 pub struct Driver {
-    running: Option<Running>,
+    running: Vec<Running>,
 }
 
 impl Driver {
     /// True while a worker runs (the loop then wakes often to take its report).
     pub fn busy(&self) -> bool {
-        self.running.is_some()
+        !self.running.is_empty()
     }
 
-    /// Start a worker if the view waits for a lens no worker computes, and feed a
-    /// finished worker's report to `update`.
+    /// Start a worker for each job a view waits for that no worker computes, and feed
+    /// finished workers' reports to `update`.
     pub fn sync(&mut self, state: &mut State) {
-        if let Some(j) = job(state)
-            && self.running.as_ref().is_none_or(|r| r.key != j.key)
-        {
-            // A worker for another text is left to finish; its report goes nowhere.
+        for j in jobs(state) {
+            if self
+                .running
+                .iter()
+                .any(|r| r.key == j.key && r.what == j.what)
+            {
+                continue;
+            }
+            // A worker for another text is left to finish; its report is dropped by the
+            // view, which no longer waits for it.
             let (tx, report) = mpsc::channel();
-            let key = j.key.clone();
+            let (key, what) = (j.key.clone(), j.what);
             let handle = std::thread::spawn(move || {
                 let _ = tx.send(compute(&j));
             });
-            self.running = Some(Running {
+            self.running.push(Running {
                 key,
+                what,
                 report,
                 handle,
             });
         }
-        let Some(r) = &self.running else {
-            return;
-        };
-        let report = match r.report.try_recv() {
-            Ok(report) => report,
-            Err(_) if r.handle.is_finished() => match r.report.try_recv() {
-                Ok(report) => report,
-                // It ended without a word: it panicked. Say so rather than wait forever.
-                Err(_) => LensReport {
-                    key: (r.key.model, r.key.ids.clone()),
-                    lens: Err("the lens thread stopped unexpectedly".into()),
-                },
-            },
-            Err(_) => return,
-        };
-        self.running = None;
-        update(state, Action::Lens(Box::new(report)));
+        let mut reports = Vec::new();
+        self.running.retain(|r| match r.report.try_recv() {
+            Ok(a) => {
+                reports.push(a);
+                false
+            }
+            Err(_) if r.handle.is_finished() => {
+                reports.push(
+                    r.report
+                        .try_recv()
+                        .unwrap_or_else(|_| stopped(&r.key, r.what)),
+                );
+                false
+            }
+            Err(_) => true,
+        });
+        for a in reports {
+            update(state, a);
+        }
     }
 }
 
-/// Compute the lens the view waits for here and now (for headless drivers); false if it
-/// waits for none.
+/// Compute what the views wait for here and now (for headless drivers); false if they
+/// wait for nothing.
 pub fn run_pending(state: &mut State) -> bool {
-    let Some(j) = job(state) else {
-        return false;
-    };
-    update(state, Action::Lens(Box::new(compute(&j))));
-    true
+    let jobs = jobs(state);
+    for j in &jobs {
+        update(state, compute(j));
+    }
+    !jobs.is_empty()
 }
 
-/// The lens the view shows, once computed.
+/// The lens the lens view shows, once computed.
 pub fn lens(state: &State) -> Option<Arc<TextLens>> {
-    match &crate::tui::views::lens::lab(state)?.state {
-        crate::tui::views::lens::LensState::Ready(l) => Some(l.clone()),
+    match &lens::lab(state)?.state {
+        lens::LensState::Ready(l) => Some(l.clone()),
         _ => None,
     }
 }

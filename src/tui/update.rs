@@ -36,6 +36,7 @@ pub fn update(state: &mut State, action: Action) {
             | Action::Measurement(_)
             | Action::TrainReport(_)
             | Action::Lens(_)
+            | Action::Attribution(_)
     ) {
         state.status = None;
     }
@@ -154,6 +155,7 @@ pub fn update(state: &mut State, action: Action) {
         Action::Measurement(_) => to_view(state, views::find(ViewKind::Scaling), action),
         Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),
         Action::Lens(_) => to_view(state, views::find(ViewKind::Lens), action),
+        Action::Attribution(_) => to_view(state, views::find(ViewKind::Attribution), action),
     }
 }
 

@@ -215,6 +215,20 @@ fn the_worker_thread_computes_the_same_lens_as_the_headless_path() {
     }
     let n = s.source.session().unwrap().n();
     check_cells(&mut s, &cells, &[(1, 1), (2, n - 1)]);
+    // The attribution view's forward pass goes through the same driver.
+    update(&mut s, Action::SetView(ViewKind::Attribution));
+    driver.sync(&mut s);
+    assert!(driver.busy());
+    let start = Instant::now();
+    while !screen(&mut s, 120, 40).contains("the model's own logits") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the worker never reported"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        driver.sync(&mut s);
+    }
+    assert!(!driver.busy());
 }
 
 #[test]
@@ -367,6 +381,10 @@ fn smollm2s_lens_sees_paris_form_in_the_late_layers() {
 fn check_attribution(s: &mut State) {
     update(s, Action::SetView(ViewKind::Attribution));
     assert_eq!(s.view, ViewKind::Attribution);
+    let text = screen(s, 120, 40);
+    assert!(text.contains("Computing the attribution"), "{text}");
+    assert!(lens_worker::run_pending(s));
+    assert!(!lens_worker::run_pending(s), "computed once");
     let session = s.source.session().unwrap();
     let (top, n) = (session.top_next.clone(), session.n());
     let m = session.model.clone();
@@ -381,6 +399,9 @@ fn check_attribution(s: &mut State) {
     )
     .unwrap();
     let own = top[0].logit as f64 - top[1].logit as f64;
+    // The cursor starts on the head with the largest part.
+    let biggest = a.heads[s.cursor.0][s.cursor.1].abs();
+    assert!(a.heads.iter().flatten().all(|v| v.abs() <= biggest));
     assert!((a.sum() - own).abs() < 1e-3 * own.abs() + 1e-3);
     let text = screen(s, 120, 40);
     assert!(
@@ -435,6 +456,7 @@ fn the_attribution_view_splits_the_answer_into_the_parts_attribute_computes() {
     )
     .unwrap();
     update(&mut s, Action::SetView(ViewKind::Attribution));
+    assert!(!lens_worker::run_pending(&mut s), "nothing to compute");
     let text = screen(&mut s, 120, 40);
     assert!(text.contains("model with an LM head"), "{text}");
 }

@@ -6,8 +6,9 @@
 //! by its share; the MLP's part ends each row. The lines above add the parts up and set
 //! the sum beside the model's own logit difference, read from its logits.
 //!
-//! The attribution is one forward pass over the text, made when the view opens (as the
-//! model view's ablation reruns one).
+//! The attribution is one forward pass over the text: the view asks for it when it opens
+//! (its lab is `Pending`), the event loop's worker computes it off the UI thread (as it
+//! does the lens), and the view folds the report in.
 
 use std::sync::Arc;
 
@@ -17,9 +18,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use crate::cli::Lang;
-use crate::model::attribution::{Attribution, attribute};
+use crate::model::attribution::Attribution;
 use crate::model::predict::TopToken;
 use crate::model::session::ModelSession;
+use crate::tui::action::Action;
 use crate::tui::component::{Hit, View};
 use crate::tui::context::Context;
 use crate::tui::view_kind::ViewKind;
@@ -38,7 +40,7 @@ const HEAD_H: u16 = 3;
 /// What the view shows: the attribution and the answer it splits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
-    pub attribution: Attribution,
+    pub attribution: Arc<Attribution>,
     pub target: TopToken,
     pub foil: TopToken,
 }
@@ -72,11 +74,22 @@ impl Answer {
     }
 }
 
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttributionState {
+    /// Asked for: the answer (the model's top-1) and the foil (its top-2) to split.
+    Pending {
+        target: TopToken,
+        foil: TopToken,
+    },
+    Ready(Answer),
+    Failed(String),
+}
+
 /// The view's own data: the answer of the text on screen, or why there is none.
 #[derive(Debug, Clone)]
 pub struct AttributionLab {
     pub key: LensKey,
-    pub answer: Result<Arc<Answer>, String>,
+    pub state: AttributionState,
 }
 
 pub fn lab(ctx: &Context) -> Option<&AttributionLab> {
@@ -84,7 +97,21 @@ pub fn lab(ctx: &Context) -> Option<&AttributionLab> {
 }
 
 fn answer(ctx: &Context) -> Option<&Answer> {
-    lab(ctx).and_then(|l| l.answer.as_deref().ok())
+    match &lab(ctx)?.state {
+        AttributionState::Ready(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// The attribution the view waits for, if it waits for one of the session on screen:
+/// its key, target and foil.
+pub fn wanted(ctx: &Context) -> Option<(LensKey, u32, u32)> {
+    let s = ctx.source.session()?;
+    let l = lab(ctx)?;
+    let AttributionState::Pending { target, foil } = &l.state else {
+        return None;
+    };
+    (l.key == lens_key(s)).then(|| (l.key.clone(), target.id, foil.id))
 }
 
 fn say(lang: Lang, en: &'static str, zh: &'static str) -> &'static str {
@@ -94,10 +121,11 @@ fn say(lang: Lang, en: &'static str, zh: &'static str) -> &'static str {
     }
 }
 
-/// The model's own answer after the text and its attribution.
-fn compute(s: &ModelSession, lang: Lang) -> Result<Answer, String> {
+/// What the view asks for: the model's own answer after the text (its top-1 against its
+/// top-2), or why it cannot split one.
+fn request(s: &ModelSession, lang: Lang) -> AttributionState {
     if !s.config().causal {
-        return Err(say(
+        return AttributionState::Failed(say(
             lang,
             "Direct logit attribution splits the model's next-token logits into the parts each head and MLP wrote; it needs a causal model with an LM head (GPT-2, Llama, SmolLM2 ...), and this model is an encoder (BERT-like).",
             "直接 logit 归因把模型下一个词元的 logit 拆成每个头和 MLP 写入的部分；它需要带语言模型头的因果模型（GPT-2、Llama、SmolLM2 等），而这个模型是编码器（类似 BERT）。",
@@ -106,25 +134,10 @@ fn compute(s: &ModelSession, lang: Lang) -> Result<Answer, String> {
     }
     // The model's own run, before any ablation.
     let top = s.baseline.as_ref().map_or(&s.top_next, |b| &b.top_next);
-    let (Some(&target), Some(&foil)) = (top.first(), top.get(1)) else {
-        return Err("the model gave no next-token predictions".into());
-    };
-    let m = &s.model;
-    let a = attribute(
-        &m.config,
-        &m.weights,
-        &s.ids,
-        s.n().saturating_sub(1),
-        target.id,
-        Some(foil.id),
-        None,
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(Answer {
-        attribution: a,
-        target,
-        foil,
-    })
+    match (top.first(), top.get(1)) {
+        (Some(&target), Some(&foil)) => AttributionState::Pending { target, foil },
+        _ => AttributionState::Failed("the model gave no next-token predictions".into()),
+    }
 }
 
 fn first_shown(cur: usize, shown: usize, total: usize) -> usize {
@@ -389,17 +402,42 @@ impl View for AttributionView {
         if lab(ctx).is_some_and(|l| l.key == key) {
             return;
         }
-        let answer = compute(s, ctx.options.lang).map(Arc::new);
-        let biggest = answer.as_ref().ok().and_then(|a| {
-            let heads = &a.attribution.heads;
-            (0..heads.len())
-                .flat_map(|l| (0..heads[l].len()).map(move |h| (l, h)))
-                .max_by(|x, y| heads[x.0][x.1].abs().total_cmp(&heads[y.0][y.1].abs()))
-        });
+        let state = request(s, ctx.options.lang);
         ctx.views
-            .set(ViewKind::Attribution, AttributionLab { key, answer });
-        if let Some(c) = biggest {
-            ctx.cursor = c;
+            .set(ViewKind::Attribution, AttributionLab { key, state });
+    }
+
+    /// A report of the worker: the answer, and the cursor on the head with the largest
+    /// part.
+    fn update(&self, ctx: &mut Context, action: Action) {
+        let Action::Attribution(report) = action else {
+            return;
+        };
+        let Some(l) = ctx.views.get_mut::<AttributionLab>(ViewKind::Attribution) else {
+            return;
+        };
+        if (l.key.model, &l.key.ids) != (report.key.0, &report.key.1) {
+            return;
+        }
+        let AttributionState::Pending { target, foil } = l.state else {
+            return;
+        };
+        match report.attribution {
+            Ok(a) => {
+                let heads = &a.heads;
+                let biggest = (0..heads.len())
+                    .flat_map(|l| (0..heads[l].len()).map(move |h| (l, h)))
+                    .max_by(|x, y| heads[x.0][x.1].abs().total_cmp(&heads[y.0][y.1].abs()));
+                l.state = AttributionState::Ready(Answer {
+                    attribution: a,
+                    target,
+                    foil,
+                });
+                if let Some(c) = biggest {
+                    ctx.cursor = c;
+                }
+            }
+            Err(e) => l.state = AttributionState::Failed(e),
         }
     }
 
@@ -407,27 +445,36 @@ impl View for AttributionView {
         let Some(s) = ctx.source.session() else {
             return;
         };
-        match lab(ctx).map(|l| &l.answer) {
-            Some(Ok(ans)) => {
+        let msg = match lab(ctx).map(|l| &l.state) {
+            Some(AttributionState::Ready(ans)) => {
                 render_head(ctx, s, ans, area, buf);
                 render_grid(ctx, s, ans, area, buf);
+                return;
             }
-            Some(Err(msg)) => {
-                for (i, l) in text::wrap(msg, area.width.max(1) as usize)
-                    .iter()
-                    .take(area.height as usize)
-                    .enumerate()
-                {
-                    buf.set_stringn(
-                        area.x,
-                        area.y + i as u16,
-                        l,
-                        area.width as usize,
-                        ctx.theme.dim,
-                    );
-                }
-            }
-            None => {}
+            Some(AttributionState::Failed(msg)) => msg.clone(),
+            Some(AttributionState::Pending { .. }) | None => match ctx.options.lang {
+                Lang::En => format!(
+                    "Computing the attribution: one forward pass over {} tokens, keeping every head's output ...",
+                    s.n()
+                ),
+                Lang::Zh => format!(
+                    "正在计算归因：对 {} 个词元做一次前向计算，保留每个头的输出……",
+                    s.n()
+                ),
+            },
+        };
+        for (i, l) in text::wrap(&msg, area.width.max(1) as usize)
+            .iter()
+            .take(area.height as usize)
+            .enumerate()
+        {
+            buf.set_stringn(
+                area.x,
+                area.y + i as u16,
+                l,
+                area.width as usize,
+                ctx.theme.dim,
+            );
         }
     }
 

@@ -7,7 +7,7 @@
 //! open. A view imports the component types (`component`, `context`, `keys`, `action`,
 //! `view_kind`), the engine and the widgets; never the app's state, update or render.
 
-mod attribution;
+pub mod attribution;
 mod decode;
 pub mod flash;
 mod heads;
