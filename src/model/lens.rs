@@ -19,7 +19,7 @@ const MAX_LOGIT_BYTES: usize = 64 << 20;
 pub const MAX_LENS_VALUES: u64 = 64 << 20;
 
 /// One cell of the lens: layer l, position p.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LensCell {
     pub top: Vec<TopToken>,
     /// The target's rank (0 = top) and probability, when a target was asked for.
@@ -36,7 +36,36 @@ pub fn logit_lens(
     target: Option<u32>,
     threads: Option<usize>,
 ) -> Result<Vec<Vec<LensCell>>> {
+    logit_lens_targets(cfg, w, ids, top, &vec![target; ids.len()], threads)
+}
+
+/// The lens with a target of its own at each position (`targets[p]`, e.g. the text's
+/// next token there), whose rank and probability every layer's cell at p reports.
+pub fn logit_lens_targets(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    top: usize,
+    targets: &[Option<u32>],
+    threads: Option<usize>,
+) -> Result<Vec<Vec<LensCell>>> {
     let (n, d, rows) = (ids.len(), cfg.d_model, cfg.layers + 1);
+    if targets.len() != n {
+        return Err(Error::Internal(format!(
+            "lens: {} targets for {n} positions",
+            targets.len()
+        )));
+    }
+    if let Some(&id) = targets
+        .iter()
+        .flatten()
+        .find(|&&id| id as usize >= cfg.vocab)
+    {
+        return Err(Error::usage(format!(
+            "lens: target token #{id} is outside the vocabulary of {} tokens",
+            cfg.vocab
+        )));
+    }
     crate::model::attribution::unembed_row(cfg, w, 0)?;
     let values = rows as u64 * n as u64 * d as u64;
     if values > MAX_LENS_VALUES {
@@ -69,13 +98,13 @@ pub fn logit_lens(
         let logits =
             crate::model::qmatmul::exact(|| lm_head(cfg, w, &hidden[start * d..][..m * d], m, t))?
                 .ok_or_else(|| Error::usage("the model has no LM head"))?;
-        for row in logits.chunks_exact(cfg.vocab) {
+        for (k, row) in logits.chunks_exact(cfg.vocab).enumerate() {
             if row.iter().any(|x| !x.is_finite()) {
                 return Err(Error::usage(
                     "lens: the model gave non-finite logits; the model file is damaged",
                 ));
             }
-            let target = target.map(|id| {
+            let target = targets[(start + k) % n].map(|id| {
                 let v = row[id as usize];
                 let rank = row
                     .iter()
@@ -98,4 +127,32 @@ pub fn logit_lens(
         out.push(it.by_ref().take(n).collect());
     }
     Ok(out)
+}
+
+/// The lens of a text as the app shows it: each cell's top tokens, and in every layer at
+/// position p the rank and probability of p's target (the text's next token; at the last
+/// position, where the text has none, the model's own top-1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextLens {
+    /// [layers + 1][n], as [`logit_lens`] returns them.
+    pub cells: Vec<Vec<LensCell>>,
+    /// The target at each position.
+    pub targets: Vec<Option<u32>>,
+}
+
+/// [`logit_lens_targets`] with each position's target: `ids[p + 1]`, and `last` (the
+/// model's own top-1 after the text) at the last position.
+pub fn text_lens(
+    cfg: &ModelConfig,
+    w: &Weights,
+    ids: &[u32],
+    top: usize,
+    last: Option<u32>,
+    threads: Option<usize>,
+) -> Result<TextLens> {
+    let targets: Vec<Option<u32>> = (0..ids.len())
+        .map(|p| ids.get(p + 1).copied().or(last))
+        .collect();
+    let cells = logit_lens_targets(cfg, w, ids, top, &targets, threads)?;
+    Ok(TextLens { cells, targets })
 }

@@ -78,6 +78,9 @@ impl Headless {
 
     /// Draw the current state and return the screen.
     pub fn frame(&mut self) -> Result<Buffer> {
+        // No worker thread here: a logit lens the lens view waits for is computed in
+        // place, so the recording shows it.
+        crate::tui::lens_worker::run_pending(&mut self.state);
         let state = &self.state;
         let completed = self
             .terminal

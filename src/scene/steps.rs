@@ -624,8 +624,10 @@ fn highlight_target(
             "the position view's encoding table (n x d_model)".into(),
         ),
         SceneView::Scaling => Err("the scaling view has no matrix to highlight".into()),
-        SceneView::Model | SceneView::Tokens | SceneView::Train => {
-            Err(format!("the {view} view has no matrix to highlight"))
-        }
+        SceneView::Model
+        | SceneView::Tokens
+        | SceneView::Lens
+        | SceneView::Attribution
+        | SceneView::Train => Err(format!("the {view} view has no matrix to highlight")),
     }
 }

@@ -26,12 +26,16 @@ pub enum SceneView {
     Model,
     /// A real model: where one token looks, in every head of the layer.
     Tokens,
+    /// A real causal model: the logit lens, each layer's guess at the next token.
+    Lens,
+    /// A real causal model: direct logit attribution of its answer, head by head.
+    Attribution,
     /// A small model training: its loss curve, head scores and maps, live.
     Train,
 }
 
 impl SceneView {
-    pub const ALL: [SceneView; 10] = [
+    pub const ALL: [SceneView; 12] = [
         SceneView::Pipeline,
         SceneView::Heads,
         SceneView::Position,
@@ -41,6 +45,8 @@ impl SceneView {
         SceneView::Scaling,
         SceneView::Model,
         SceneView::Tokens,
+        SceneView::Lens,
+        SceneView::Attribution,
         SceneView::Train,
     ];
 
@@ -56,6 +62,8 @@ impl SceneView {
             SceneView::Scaling => "scaling",
             SceneView::Model => "model",
             SceneView::Tokens => "tokens",
+            SceneView::Lens => "lens",
+            SceneView::Attribution => "attribution",
             SceneView::Train => "train",
         }
     }

@@ -85,6 +85,27 @@ pub enum Action {
     Train(TrainAction),
     /// What the training worker reports, delivered by the event loop.
     TrainReport(Box<TrainReport>),
+    /// The logit lens a worker computed for the lens view, delivered by the event loop.
+    Lens(Box<LensReport>),
+    /// The direct logit attribution a worker computed for the attribution view.
+    Attribution(Box<AttributionReport>),
+}
+
+/// The logit lens of a session's text, or why it could not be computed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LensReport {
+    /// What it was computed for: the model (the address of its weights) and the text's
+    /// token ids; a report for a text the app no longer shows is dropped.
+    pub key: (usize, Vec<u32>),
+    pub lens: Result<std::sync::Arc<crate::model::lens::TextLens>, String>,
+}
+
+/// The direct logit attribution of a session's answer, or why it could not be computed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttributionReport {
+    /// As [`LensReport::key`].
+    pub key: (usize, Vec<u32>),
+    pub attribution: Result<std::sync::Arc<crate::model::attribution::Attribution>, String>,
 }
 
 /// The training run's controls.

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::tui::action::Action;
 use crate::tui::clock::{SystemClock, Ticker};
 use crate::tui::keymap;
+use crate::tui::lens_worker;
 use crate::tui::measure::Driver;
 use crate::tui::render::draw;
 use crate::tui::state::State;
@@ -63,6 +64,9 @@ pub fn run(mut state: State) -> Result<()> {
     // Steps `attnviz train`'s run on a worker thread; its snapshots come in as actions.
     let mut training = train_worker::Driver::default();
     training.sync(&mut state);
+    // Computes the lens and attribution views' numbers on worker threads; they come in as
+    // actions.
+    let mut lensing = lens_worker::Driver::default();
     // For the test that the panic path restores the terminal (tests/cli/terminal_restore.rs):
     // a panic after the first frame, while the app owns the terminal.
     let panic_for_test = std::env::var_os("ATTNVIZ_TEST_PANIC").is_some();
@@ -73,7 +77,7 @@ pub fn run(mut state: State) -> Result<()> {
         }
         let next_change = state.next_change_in_ms();
         let timeout = next_change.map_or(IDLE_POLL, |ms| Duration::from_millis(ms.clamp(10, 100)));
-        let timeout = if measuring.busy() || training.busy() {
+        let timeout = if measuring.busy() || training.busy() || lensing.busy() {
             timeout.min(MEASURE_POLL)
         } else {
             timeout
@@ -95,6 +99,7 @@ pub fn run(mut state: State) -> Result<()> {
         }
         measuring.sync(&mut state);
         training.sync(&mut state);
+        lensing.sync(&mut state);
         let ms = ticker.elapsed(&clock);
         if state.script.as_ref().is_some_and(|p| p.playing)
             || tiles_were_playing

@@ -62,6 +62,7 @@ pub mod frame_bench;
 pub mod keymap;
 pub mod keys;
 pub mod layout;
+pub mod lens_worker;
 pub mod lesson;
 pub mod measure;
 pub mod narration;

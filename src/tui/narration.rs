@@ -164,6 +164,18 @@ pub fn view(kind: crate::tui::view_kind::ViewKind, lang: Lang) -> Option<&'stati
         (V::Train, Lang::Zh) => {
             "模型学习预测随机词元，其中有一段会重复：只有“复制”才能预测重复的部分，这需要两层里的两个头配合。"
         }
+        (V::Lens, Lang::En) => {
+            "The logit lens: every layer's residual stream read through the model's unembedding as if it were the last layer. Watch the next token's prediction form through the depth; t shows the target's rank in every cell."
+        }
+        (V::Lens, Lang::Zh) => {
+            "logit lens：把每一层的残差流当作最后一层，经过模型的反嵌入读出来。看下一个词元的预测怎样随深度逐渐形成；按 t 显示目标词元在每格中的排名。"
+        }
+        (V::Attribution, Lang::En) => {
+            "Direct logit attribution: the final logits are a sum of what every head and MLP wrote into the residual stream, so the answer's lead over the runner-up splits into their parts. The parts add up to the model's own difference."
+        }
+        (V::Attribution, Lang::Zh) => {
+            "直接 logit 归因：最终的 logit 是每个头和 MLP 写入残差流的内容之和，所以答案领先第二名的差距可以拆成它们各自的部分。各部分加起来等于模型自己的差值。"
+        }
         (V::Tokens, Lang::En) => {
             "Where the selected token looks: a line to each token it attends to, one colour per head; a strong weight is a bright line."
         }

@@ -35,6 +35,8 @@ pub fn update(state: &mut State, action: Action) {
             | Action::Resize { .. }
             | Action::Measurement(_)
             | Action::TrainReport(_)
+            | Action::Lens(_)
+            | Action::Attribution(_)
     ) {
         state.status = None;
     }
@@ -152,6 +154,8 @@ pub fn update(state: &mut State, action: Action) {
         Action::ViewCommand(_) => to_view(state, views::current(state), action),
         Action::Measurement(_) => to_view(state, views::find(ViewKind::Scaling), action),
         Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),
+        Action::Lens(_) => to_view(state, views::find(ViewKind::Lens), action),
+        Action::Attribution(_) => to_view(state, views::find(ViewKind::Attribution), action),
     }
 }
 

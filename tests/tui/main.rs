@@ -6,6 +6,7 @@ mod support;
 
 mod cli;
 mod e2e;
+mod lens_view;
 mod model;
 mod model_contrib;
 mod model_views;

@@ -7,11 +7,13 @@
 //! open. A view imports the component types (`component`, `context`, `keys`, `action`,
 //! `view_kind`), the engine and the widgets; never the app's state, update or render.
 
+pub mod attribution;
 mod contrib;
 mod decode;
 pub mod flash;
 mod heads;
 mod inspector;
+pub mod lens;
 pub mod model;
 pub(crate) mod panel;
 mod pipeline;
@@ -35,6 +37,8 @@ pub static VIEWS: &[&dyn View] = &[
     &heads::HeadsView,
     &model::ModelView,
     &tokens::TokensView,
+    &lens::LensView,
+    &attribution::AttributionView,
     &position::PositionView,
     &flash::FlashView,
     &decode::DecodeView,
