@@ -20,6 +20,7 @@ mod generate;
 mod interventions;
 mod limits_flags;
 mod load;
+mod patch_real;
 mod patching;
 mod real;
 mod train_grads;
