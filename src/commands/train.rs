@@ -160,13 +160,8 @@ fn report_ablation(ab: &AblationRecord, json: bool) -> Result<()> {
             .map_err(|e| Error::Internal(e.to_string()))?;
         return output::println(&line);
     }
-    let others = ab
-        .other_heads
-        .iter()
-        .map(|h| h.probe_loss)
-        .fold(f64::NAN, f64::max);
-    output::println(&format!(
-        "ablation on the probe's copy: loss {:.3}; without L{}H{} (previous-token {:.2}) {:.3}; without L{}H{} (induction {:.2}) {:.3}; without any other head at most {:.3}",
+    let mut line = format!(
+        "ablation on the probe's copy: loss {:.3}; without L{}H{} (previous-token {:.2}) {:.3}; without L{}H{} (induction {:.2}) {:.3}; without both {:.3}; without the {} induction head(s) together {:.3}",
         ab.probe_loss,
         ab.prev_token_head.layer,
         ab.prev_token_head.head,
@@ -176,8 +171,15 @@ fn report_ablation(ab: &AblationRecord, json: bool) -> Result<()> {
         ab.induction_head.head,
         ab.induction_head.score,
         ab.induction_head.probe_loss,
-        others
-    ))
+        ab.both_probe_loss,
+        ab.induction_heads.len(),
+        ab.induction_heads_probe_loss,
+    );
+    // With one head a layer there is no other head to remove.
+    if let Some(worst) = ab.other_heads.iter().map(|h| h.probe_loss).reduce(f64::max) {
+        line += &format!("; without any other head at most {worst:.3}");
+    }
+    output::println(&line)
 }
 
 /// Median wall time of `n` steps after 3 untimed ones.

@@ -127,14 +127,22 @@ pub struct HeadAblation {
 /// The ablation test at the end of a run: the probe's loss on the tokens of its second
 /// copy (after its first) with nothing removed, with the best previous-token head of the
 /// first layer removed, with the best induction head of a later layer removed, and with
-/// each other head removed in turn. If the two heads are a circuit, removing either
-/// destroys the copy and removing another head does not.
+/// each other head removed in turn; then with the two removed together, and with every
+/// later head whose induction score reaches [`CIRCUIT_SCORE`] removed together (several
+/// heads of one layer often learn to copy, and each covers for the others).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AblationRecord {
     pub probe_loss: f64,
     pub prev_token_head: HeadAblation,
     pub induction_head: HeadAblation,
     pub other_heads: Vec<HeadAblation>,
+    /// The best previous-token and the best induction head removed together.
+    pub both_probe_loss: f64,
+    /// The later heads (layer, head) with an induction score of at least
+    /// [`CIRCUIT_SCORE`] (at least the best one).
+    pub induction_heads: Vec<(usize, usize)>,
+    /// All of `induction_heads` removed together.
+    pub induction_heads_probe_loss: f64,
 }
 
 /// What a view shows: progress, every evaluation so far, and the probe's head scores
@@ -445,6 +453,16 @@ impl Trainer {
                 (l, h, if l == 0 { sc.prev_token } else { sc.induction })
             })
             .collect();
+        let mut induction_heads: Vec<(usize, usize)> = (1..layers)
+            .flat_map(|l| (0..heads).map(move |h| (l, h)))
+            .filter(|&(l, h)| self.scores[l][h].induction >= CIRCUIT_SCORE)
+            .collect();
+        if !induction_heads.contains(&(ind.0, ind.1)) {
+            induction_heads.push((ind.0, ind.1));
+        }
+        let (_, both_probe_loss) =
+            self.probe_run(&probe, copy, &[(prev.0, prev.1), (ind.0, ind.1)])?;
+        let (_, induction_heads_probe_loss) = self.probe_run(&probe, copy, &induction_heads)?;
         let mut with = |l: usize, h: usize, score: f64| -> Result<HeadAblation> {
             let (_, loss) = self.probe_run(&probe, copy, &[(l, h)])?;
             Ok(HeadAblation {
@@ -465,6 +483,9 @@ impl Trainer {
             prev_token_head,
             induction_head,
             other_heads,
+            both_probe_loss,
+            induction_heads,
+            induction_heads_probe_loss,
         }))
     }
 

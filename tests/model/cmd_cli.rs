@@ -458,3 +458,45 @@ fn long_texts_run_without_weights_and_weight_readers_name_their_limit() {
         "{err}"
     );
 }
+
+/// The ablation test at the end of a run: with one head a layer there is no other head,
+/// and the "induction heads" are at least the best one (so removing them all is removing
+/// it).
+#[test]
+fn train_ends_with_the_ablation_test() {
+    let args = [
+        "train",
+        "--layers",
+        "2",
+        "--heads",
+        "1",
+        "--d-model",
+        "8",
+        "--context",
+        "8",
+        "--vocab",
+        "4",
+        "--steps",
+        "4",
+        "--batch",
+        "2",
+        "--eval-every",
+        "2",
+        "--threads",
+        "1",
+    ];
+    let out = attnviz().args(args).arg("--json").assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let a = &last["ablation"];
+    assert_eq!(a["prev_token_head"]["layer"], 0);
+    assert_eq!(a["induction_head"]["layer"], 1);
+    assert_eq!(a["other_heads"].as_array().unwrap().len(), 0);
+    assert_eq!(a["induction_heads"], serde_json::json!([[1, 0]]));
+    assert_eq!(
+        a["induction_heads_probe_loss"],
+        a["induction_head"]["probe_loss"]
+    );
+    let both = a["both_probe_loss"].as_f64().unwrap();
+    assert!(both.is_finite() && both > 0.0, "{a}");
+}
