@@ -240,3 +240,25 @@ pub fn still(scene: &Scene, opts: &HeadlessOptions, step: usize) -> Result<Buffe
     player.goto(step - 1);
     player.frame()
 }
+
+/// The screens of every step of `scene`, in order, each as `still` gives it. A training
+/// lesson is played once on the virtual clock, so its run trains once for all its steps
+/// rather than once per step.
+pub fn stills(scene: &Scene, opts: &HeadlessOptions) -> Result<Vec<Buffer>> {
+    let count = scene.steps.len();
+    if scene.train().is_none() {
+        return (1..=count).map(|k| still(scene, opts, k)).collect();
+    }
+    let mut player = Headless::new(scene, opts, true)?;
+    let mut screens = Vec::with_capacity(count);
+    for k in 0..count {
+        while player.step_index() < Some(k) {
+            let Some(wait) = player.next_change_in_ms() else {
+                break;
+            };
+            player.tick(wait.max(1));
+        }
+        screens.push(player.frame()?);
+    }
+    Ok(screens)
+}

@@ -426,4 +426,12 @@ narration.zh = "第 {step} 步结束"
         p.tick(wait.max(1));
     }
     assert_eq!(p.state().narration_text(), "done at 40");
+    // Every step's still from one play is the still of that step alone.
+    let o = lesson_options(Lang::En);
+    let all = attnviz::record::headless::stills(&scene, &o).unwrap();
+    assert_eq!(all.len(), 2);
+    for (i, screen) in all.iter().enumerate() {
+        let alone = attnviz::record::headless::still(&scene, &o, i + 1).unwrap();
+        assert_eq!(still::text(screen), still::text(&alone), "step {}", i + 1);
+    }
 }
