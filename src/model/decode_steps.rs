@@ -200,6 +200,17 @@ impl Decoding {
     /// session's interventions, keeping every step's attention rows. Stops after the
     /// model's end-of-sequence token, as `attnviz generate` does.
     pub fn run(session: &ModelSession, max_new: usize) -> Result<Decoding> {
+        Decoding::run_with(session, max_new, |_| true)
+    }
+
+    /// [`Decoding::run`], calling `on_step` with the number of tokens decoded so far
+    /// after each step (for a progress line); `on_step` returning false stops the
+    /// decoding with an error saying so.
+    pub fn run_with(
+        session: &ModelSession,
+        max_new: usize,
+        mut on_step: impl FnMut(usize) -> bool,
+    ) -> Result<Decoding> {
         let cfg = session.config();
         if !cfg.causal {
             return Err(Error::usage(format!(
@@ -242,10 +253,17 @@ impl Decoding {
                 ..session.options.clone()
             },
         };
+        let mut go_on = true;
         // The model's own numbers, as `model run` computes them (not int8 activations).
         let g = crate::model::qmatmul::exact(|| {
-            generate(cfg, &session.model.weights, &prompt, &opts, |_| true)
+            generate(cfg, &session.model.weights, &prompt, &opts, |s| {
+                go_on = on_step(s.index + 1);
+                go_on
+            })
         })?;
+        if !go_on {
+            return Err(Error::usage("the decoding was stopped before its end"));
+        }
         let geometry = CacheGeometry::of(cfg);
         let mut steps = Vec::with_capacity(g.steps.len());
         for s in g.steps {

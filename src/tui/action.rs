@@ -89,6 +89,47 @@ pub enum Action {
     Lens(Box<LensReport>),
     /// The direct logit attribution a worker computed for the attribution view.
     Attribution(Box<AttributionReport>),
+    /// What a worker running the model again or decoding reports, delivered by the
+    /// event loop.
+    Work(Box<WorkReport>),
+    /// Stop waiting for the model running again or decoding (Esc): its result is dropped.
+    CancelWork,
+}
+
+/// A value a worker made, compared by identity (the same allocation), so that an
+/// action can carry it without the value itself being comparable.
+#[derive(Debug)]
+pub struct Shared<T>(pub std::sync::Arc<T>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<T> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// What the worker of a long model computation reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkReport {
+    /// The line the screen shows while workers run; None when none runs any more.
+    Progress(Option<String>),
+    /// The model run again with `options` on the text of the session `base` (see
+    /// [`session_key`](crate::tui::views::decode::session_key)), or why it failed.
+    Rerun {
+        base: String,
+        options: crate::model::forward::ForwardOptions,
+        session: Result<Shared<crate::model::session::ModelSession>, String>,
+    },
+    /// The decoding after the text of session `key`, or why it failed.
+    Decoded {
+        key: String,
+        decoding: Result<Shared<crate::model::decode_steps::Decoding>, String>,
+    },
 }
 
 /// The logit lens of a session's text, or why it could not be computed.

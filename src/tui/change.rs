@@ -3,7 +3,7 @@
 //! other interventions. Both `update` and lesson playback change the model this way.
 
 use crate::model::forward::ForwardOptions;
-use crate::model::session::Measure;
+use crate::model::session::{Measure, ModelSession};
 use crate::tui::state::{Source, State, StatusKind};
 use crate::tui::views;
 
@@ -31,32 +31,38 @@ pub(crate) fn rebuild(state: &mut State, source: Source) -> bool {
 /// Run the real model again with other interventions (same text, same layer); the
 /// cursor stays where it was. False (with the error on the status line) if it failed.
 pub(crate) fn rerun(state: &mut State, options: ForwardOptions) -> bool {
-    let Source::Real { session, layer } = &state.source else {
+    let Source::Real { session, .. } = &state.source else {
         return false;
     };
     if session.options == options {
         return true;
     }
-    let layer = *layer;
     match session.intervened(options) {
-        Ok(new) => {
-            let source = Source::Real {
-                session: std::sync::Arc::new(new),
-                layer,
-            };
-            let cursor = state.cursor;
-            let ok = rebuild(state, source);
-            if ok {
-                state.cursor = cursor;
-                state.clamp();
-            }
-            ok
-        }
+        Ok(new) => adopt(state, std::sync::Arc::new(new)),
         Err(e) => {
             state.set_status(StatusKind::Error, e.to_string());
             false
         }
     }
+}
+
+/// Show the model session `new` (the same text run again) in place of the current one,
+/// on the same layer; the cursor stays where it was.
+pub(crate) fn adopt(state: &mut State, new: std::sync::Arc<ModelSession>) -> bool {
+    let Source::Real { layer, .. } = &state.source else {
+        return false;
+    };
+    let source = Source::Real {
+        session: new,
+        layer: *layer,
+    };
+    let cursor = state.cursor;
+    let ok = rebuild(state, source);
+    if ok {
+        state.cursor = cursor;
+        state.clamp();
+    }
+    ok
 }
 
 /// Run the real model again keeping every layer's contributions (the first time a view

@@ -140,6 +140,11 @@ fn measure_view(
     let mut state = make()?;
     update(&mut state, Action::Resize { cols, rows });
     update(&mut state, Action::SetView(kind));
+    if kind == crate::tui::view_kind::ViewKind::Decode {
+        // A real model's decoding, which the event loop computes on a worker: here and
+        // now, so the frames timed are the decoding's.
+        crate::tui::lens_worker::run_pending(&mut state);
+    }
     while state.zoom.per_cell < zoom {
         let before = state.zoom.per_cell;
         update(&mut state, Action::ZoomOut);

@@ -514,9 +514,16 @@ pub fn action_for(state: &State, key: &KeyEvent) -> Option<Action> {
             _ => None,
         }),
         Overlay::Help { .. } => lookup(HELP_BINDINGS, state, key),
+        // Esc stops the model running again or decoding, while it works.
+        Overlay::None if key.code == KeyCode::Esc && working(state) => Some(Action::CancelWork),
         Overlay::None => lookup(views::current(state).commands(), state, key)
             .or_else(|| lookup(BINDINGS, state, key)),
     }
+}
+
+/// Does the app wait for the model running again or for a decoding (which Esc stops)?
+pub fn working(state: &State) -> bool {
+    state.rerun.is_some() || views::decode::real::wanted(state).is_some()
 }
 
 /// Key label of a binding: all its keys joined by '/', arrows merged.

@@ -1,70 +1,125 @@
-//! The event loop's side of the lens and attribution views: when one of them waits for
-//! its numbers of the text on screen (the logit lens: an unembedding per layer and
-//! position, seconds on a long text; the attribution: a forward pass), a worker thread
-//! computes them and the report comes back as an action, so the screen never freezes.
-//! Headless drivers (recordings, tests) compute them in place with [`run_pending`]. The
-//! state changes only through `update`.
+//! The event loop's side of the views and keys that wait for a long model computation:
+//! the logit lens (an unembedding per layer and position, seconds on a long text), the
+//! attribution (a forward pass), the decode view's decoding (a forward pass over the
+//! text and a step per new token) and the model run again with other heads ablated
+//! (`d`, `D`: a forward pass). A worker thread computes each and the result comes back
+//! as an action, so the screen never freezes; while the decoding or the run works, the
+//! screen shows a progress line and Esc stops it. Headless drivers (recordings, tests)
+//! compute them in place with [`run_pending`]. The state changes only through `update`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crate::model::attribution::attribute;
+use crate::model::decode_steps::{APP_NEW_TOKENS, Decoding};
+use crate::model::forward::ForwardOptions;
 use crate::model::lens::{TextLens, text_lens};
 use crate::model::load::LoadedModel;
-use crate::tui::action::{Action, AttributionReport, LensReport};
-use crate::tui::state::State;
+use crate::model::session::ModelSession;
+use crate::tui::action::{Action, AttributionReport, LensReport, Shared, WorkReport};
+use crate::tui::state::{Source, State};
 use crate::tui::update::update;
 use crate::tui::views::attribution;
+use crate::tui::views::decode::real as decode;
 use crate::tui::views::lens::{self, LensKey, TOP, final_top};
 
 /// What a job computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum What {
     /// The lens, with the last position's target.
     Lens { last: Option<u32> },
     /// The attribution of logit(target) - logit(foil) at the last position.
     Attribution { target: u32, foil: u32 },
+    /// The decode view's decoding of the session `key`.
+    Decode { key: String },
+    /// The session `base` run again with `options`.
+    Rerun {
+        base: String,
+        options: ForwardOptions,
+    },
 }
 
-/// One job: what, for which model and text.
+impl What {
+    /// Does the screen show a progress line for it, and does Esc stop it?
+    fn stoppable(&self) -> bool {
+        matches!(self, What::Decode { .. } | What::Rerun { .. })
+    }
+
+    /// Jobs of one kind run one at a time: a superseded one is stopped and finishes
+    /// before the next starts, so keys pressed fast never pile up threads and memory.
+    fn kind(&self) -> u8 {
+        match self {
+            What::Lens { .. } => 0,
+            What::Attribution { .. } => 1,
+            What::Decode { .. } => 2,
+            What::Rerun { .. } => 3,
+        }
+    }
+}
+
+/// One job: what, for which model, text and session.
 struct Job {
     key: LensKey,
     what: What,
     model: Arc<LoadedModel>,
+    session: Arc<ModelSession>,
 }
 
-/// The jobs the views wait for now, lens first.
+/// The jobs the views and keys wait for now, lens first.
 fn jobs(state: &State) -> Vec<Job> {
-    let Some(s) = state.source.session() else {
+    let Source::Real { session, .. } = &state.source else {
         return Vec::new();
+    };
+    let s = session.as_ref();
+    let job = |key, what| Job {
+        key,
+        what,
+        model: s.model.clone(),
+        session: session.clone(),
     };
     let mut out = Vec::new();
     if let Some(key) = lens::wanted(state) {
-        out.push(Job {
-            key,
-            what: What::Lens { last: final_top(s) },
-            model: s.model.clone(),
-        });
+        out.push(job(key, What::Lens { last: final_top(s) }));
     }
     if let Some((key, target, foil)) = attribution::wanted(state) {
-        out.push(Job {
-            key,
-            what: What::Attribution { target, foil },
-            model: s.model.clone(),
-        });
+        out.push(job(key, What::Attribution { target, foil }));
+    }
+    if let Some((key, _)) = decode::wanted(state) {
+        out.push(job(lens::lens_key(s), What::Decode { key }));
+    }
+    if let Some(p) = &state.rerun
+        && p.base == decode::session_key(s)
+    {
+        out.push(job(
+            lens::lens_key(s),
+            What::Rerun {
+                base: p.base.clone(),
+                options: p.options.clone(),
+            },
+        ));
     }
     out
 }
 
-fn compute(job: &Job) -> Action {
+/// How far a job is: steps done of how many (0 of 0 when it cannot tell), and whether
+/// it should stop.
+#[derive(Default)]
+struct Progress {
+    done: AtomicUsize,
+    stop: AtomicBool,
+}
+
+fn compute(job: &Job, progress: &Progress) -> Action {
     let m = &job.model;
     let ids = &job.key.ids;
     let key = (job.key.model, ids.clone());
-    match job.what {
+    match &job.what {
         What::Lens { last } => Action::Lens(Box::new(LensReport {
             key,
-            lens: text_lens(&m.config, &m.weights, ids, TOP, last, None)
+            lens: text_lens(&m.config, &m.weights, ids, TOP, *last, None)
                 .map(Arc::new)
                 .map_err(|e| e.to_string()),
         })),
@@ -75,18 +130,39 @@ fn compute(job: &Job) -> Action {
                 &m.weights,
                 ids,
                 ids.len().saturating_sub(1),
-                target,
-                Some(foil),
+                *target,
+                Some(*foil),
                 None,
             )
             .map(Arc::new)
             .map_err(|e| e.to_string()),
         })),
+        What::Decode { key } => {
+            let decoding = Decoding::run_with(&job.session, APP_NEW_TOKENS, |done| {
+                progress.done.store(done, Ordering::Relaxed);
+                !progress.stop.load(Ordering::Relaxed)
+            });
+            Action::Work(Box::new(WorkReport::Decoded {
+                key: key.clone(),
+                decoding: decoding
+                    .map(|d| Shared(Arc::new(d)))
+                    .map_err(|e| e.to_string()),
+            }))
+        }
+        What::Rerun { base, options } => Action::Work(Box::new(WorkReport::Rerun {
+            base: base.clone(),
+            options: options.clone(),
+            session: job
+                .session
+                .intervened(options.clone())
+                .map(|s| Shared(Arc::new(s)))
+                .map_err(|e| e.to_string()),
+        })),
     }
 }
 
 /// The report of a job whose thread ended without one (it panicked).
-fn stopped(key: &LensKey, what: What) -> Action {
+fn stopped(key: &LensKey, what: &What) -> Action {
     let key = (key.model, key.ids.clone());
     let e = "the worker thread stopped unexpectedly".to_string();
     match what {
@@ -95,12 +171,37 @@ fn stopped(key: &LensKey, what: What) -> Action {
             key,
             attribution: Err(e),
         })),
+        What::Decode { key } => Action::Work(Box::new(WorkReport::Decoded {
+            key: key.clone(),
+            decoding: Err(e),
+        })),
+        What::Rerun { base, options } => Action::Work(Box::new(WorkReport::Rerun {
+            base: base.clone(),
+            options: options.clone(),
+            session: Err(e),
+        })),
+    }
+}
+
+/// The progress line of a running job.
+fn line(what: &What, tokens: usize, done: usize, secs: f64) -> String {
+    match what {
+        What::Decode { .. } => format!(
+            "decoding after the {tokens}-token text: {done} of up to {APP_NEW_TOKENS} tokens · {secs:.1} s · Esc stops"
+        ),
+        What::Rerun { options, .. } => format!(
+            "running the model again on {tokens} tokens with {} head(s) ablated · {secs:.1} s · Esc stops",
+            options.ablate.len()
+        ),
+        What::Lens { .. } | What::Attribution { .. } => String::new(),
     }
 }
 
 struct Running {
     key: LensKey,
     what: What,
+    progress: Arc<Progress>,
+    started: Instant,
     report: Receiver<Action>,
     handle: JoinHandle<()>,
 }
@@ -109,6 +210,8 @@ struct Running {
 #[derive(Default)]
 pub struct Driver {
     running: Vec<Running>,
+    /// The progress line last sent.
+    shown: Option<String>,
 }
 
 impl Driver {
@@ -117,33 +220,48 @@ impl Driver {
         !self.running.is_empty()
     }
 
-    /// Start a worker for each job a view waits for that no worker computes, and feed
-    /// finished workers' reports to `update`.
+    /// Start a worker for each job waited for that no worker computes, stop the workers
+    /// of jobs no longer waited for, feed finished workers' reports to `update`, and keep
+    /// the progress line up to date.
     pub fn sync(&mut self, state: &mut State) {
-        for j in jobs(state) {
-            if self
-                .running
-                .iter()
-                .any(|r| r.key == j.key && r.what == j.what)
-            {
+        let jobs = jobs(state);
+        for r in &self.running {
+            if r.what.stoppable() && !jobs.iter().any(|j| j.key == r.key && j.what == r.what) {
+                r.progress.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        for j in jobs {
+            // A stopped worker does not count as computing its job: asked again (Esc,
+            // then the view opened again), it starts anew once the stopped one ends.
+            if self.running.iter().any(|r| {
+                (r.key == j.key && r.what == j.what && !r.progress.stop.load(Ordering::Relaxed))
+                    || (j.what.stoppable() && r.what.kind() == j.what.kind())
+            }) {
                 continue;
             }
-            // A worker for another text is left to finish; its report is dropped by the
-            // view, which no longer waits for it.
+            // A lens or attribution worker for another text is left to finish; its
+            // report is dropped by the view, which no longer waits for it.
             let (tx, report) = mpsc::channel();
-            let (key, what) = (j.key.clone(), j.what);
+            let (key, what) = (j.key.clone(), j.what.clone());
+            let progress = Arc::new(Progress::default());
+            let p = progress.clone();
             let handle = std::thread::spawn(move || {
-                let _ = tx.send(compute(&j));
+                let _ = tx.send(compute(&j, &p));
             });
             self.running.push(Running {
                 key,
                 what,
+                progress,
+                started: Instant::now(),
                 report,
                 handle,
             });
         }
         let mut reports = Vec::new();
         self.running.retain(|r| match r.report.try_recv() {
+            // What a stopped worker made (perhaps cut short) is not waited for.
+            Ok(_) if r.progress.stop.load(Ordering::Relaxed) => false,
+            Err(_) if r.handle.is_finished() && r.progress.stop.load(Ordering::Relaxed) => false,
             Ok(a) => {
                 reports.push(a);
                 false
@@ -152,7 +270,7 @@ impl Driver {
                 reports.push(
                     r.report
                         .try_recv()
-                        .unwrap_or_else(|_| stopped(&r.key, r.what)),
+                        .unwrap_or_else(|_| stopped(&r.key, &r.what)),
                 );
                 false
             }
@@ -161,17 +279,38 @@ impl Driver {
         for a in reports {
             update(state, a);
         }
+        let shown = self
+            .running
+            .iter()
+            .find(|r| r.what.stoppable() && !r.progress.stop.load(Ordering::Relaxed))
+            .map(|r| {
+                let secs = r.started.elapsed().as_secs_f64();
+                let done = r.progress.done.load(Ordering::Relaxed);
+                line(&r.what, r.key.ids.len(), done, secs)
+            });
+        if shown != self.shown {
+            self.shown = shown.clone();
+            update(state, Action::Work(Box::new(WorkReport::Progress(shown))));
+        }
     }
 }
 
-/// Compute what the views wait for here and now (for headless drivers); false if they
-/// wait for nothing.
+/// Compute what the views and keys wait for here and now (for headless drivers); false
+/// if they wait for nothing.
 pub fn run_pending(state: &mut State) -> bool {
-    let jobs = jobs(state);
-    for j in &jobs {
-        update(state, compute(j));
+    let mut any = false;
+    // A rerun may leave the decode view waiting for the new session: until nothing waits.
+    for _ in 0..4 {
+        let jobs = jobs(state);
+        if jobs.is_empty() {
+            break;
+        }
+        any = true;
+        for j in &jobs {
+            update(state, compute(j, &Progress::default()));
+        }
     }
-    !jobs.is_empty()
+    any
 }
 
 /// The lens the lens view shows, once computed.

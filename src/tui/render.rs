@@ -301,8 +301,9 @@ fn render_fields(state: &State, area: Rect, buf: &mut Buffer) {
 
 fn render_narration(state: &State, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
-    let (text_s, style) = match &state.status {
-        Some(s) => {
+    let (text_s, style) = match (&state.progress, &state.status) {
+        (Some(p), _) => (p.clone(), t.key),
+        (None, Some(s)) => {
             let style = match s.kind {
                 StatusKind::Info => t.good,
                 StatusKind::Warn => t.warn,
@@ -310,7 +311,7 @@ fn render_narration(state: &State, area: Rect, buf: &mut Buffer) {
             };
             (s.text.clone(), style)
         }
-        None => (state.narration_text(), t.narration),
+        (None, None) => (state.narration_text(), t.narration),
     };
     let text_s = state.glyphs.text(&text_s).into_owned();
     let w = area.width.saturating_sub(2) as usize;

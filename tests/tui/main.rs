@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod busy;
 mod cli;
 mod e2e;
 mod lens_view;

@@ -12,7 +12,7 @@ use attnviz::model::contrib::contributions_pass;
 use attnviz::model::find;
 use attnviz::model::scores::{HeadScores, head_scores};
 use attnviz::tui::keymap::action_for;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, lens_worker, model_state, update};
 use attnviz::widgets::numfmt::fit_number;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -146,10 +146,12 @@ fn w_in_the_model_view_shows_every_heads_contributions_and_back() {
     // An ablation runs the model again: the view still shows the contributions.
     press(&mut s, 'c');
     press(&mut s, 'd');
+    lens_worker::run_pending(&mut s);
     assert_eq!(s.source.session().unwrap().options.ablate, vec![(1, 2)]);
     assert!(s.source.session().unwrap().contributions.is_some());
     assert!(screen(&s, 120, 40).contains("showing contributions"));
     press(&mut s, 'D');
+    lens_worker::run_pending(&mut s);
     // w again: the weights and their scores, without running the model.
     let before = s.source.session().unwrap() as *const _;
     press(&mut s, 'w');

@@ -8,7 +8,9 @@ use crate::support;
 use attnviz::cli::Lang;
 use attnviz::engine::pipeline::{ModelConfig, StageId};
 use attnviz::model::scores::head_scores;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update, views};
+use attnviz::tui::{
+    Action, AppOptions, State, ViewKind, draw, lens_worker, model_state, update, views,
+};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use support::gguf::{Quant, Tiny, tiny_llama};
@@ -279,6 +281,7 @@ fn ablating_a_head_runs_the_model_again_and_compares_its_predictions() {
     let before = s.source.session().unwrap().loss().unwrap();
     update(&mut s, Action::Select { row: 1, col: 2 });
     update(&mut s, Action::ViewCommand(2));
+    lens_worker::run_pending(&mut s);
     let session = s.source.session().unwrap();
     assert_eq!(session.options.ablate, vec![(1, 2)]);
     let baseline = session.baseline.as_ref().expect("a baseline");
@@ -310,13 +313,17 @@ fn ablating_a_head_runs_the_model_again_and_compares_its_predictions() {
     assert!(text.contains("Δloss"), "{text}");
     // d again brings it back; D brings every head back.
     update(&mut s, Action::ViewCommand(2));
+    lens_worker::run_pending(&mut s);
     let session = s.source.session().unwrap();
     assert!(session.options.ablate.is_empty() && session.baseline.is_none());
     update(&mut s, Action::ViewCommand(2));
+    lens_worker::run_pending(&mut s);
     update(&mut s, Action::Select { row: 0, col: 0 });
     update(&mut s, Action::ViewCommand(2));
+    lens_worker::run_pending(&mut s);
     assert_eq!(s.source.session().unwrap().options.ablate.len(), 2);
     update(&mut s, Action::ViewCommand(3));
+    lens_worker::run_pending(&mut s);
     assert!(s.source.session().unwrap().options.ablate.is_empty());
     assert_eq!(s.source.session().unwrap().loss(), Some(before));
 }

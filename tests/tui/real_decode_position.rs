@@ -24,7 +24,7 @@ use attnviz::model::predict::top_k;
 use attnviz::model::session::ModelSession;
 use attnviz::tui::state::Source;
 use attnviz::tui::views::RealDecodeLab;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, lens_worker, model_state, update};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use support::gguf::{Quant, Tiny, tiny_llama};
@@ -152,6 +152,7 @@ fn the_decode_view_on_a_tiny_model_is_generate_step_by_step() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = model_state(&tiny_path(dir.path()), Some("the cat sat on"), options()).unwrap();
     update(&mut s, Action::SetView(ViewKind::Decode));
+    lens_worker::run_pending(&mut s);
     let d = decoding(&s).clone();
     check_decoding(&s, &d);
     let t = Tiny::new();
@@ -203,6 +204,7 @@ fn the_decode_view_on_a_tiny_model_is_generate_step_by_step() {
     // The layer changes the attention row shown, not the decoding.
     update(&mut s, Action::LayerNext);
     update(&mut s, Action::SetView(ViewKind::Decode));
+    lens_worker::run_pending(&mut s);
     assert_eq!(decoding(&s).tokens(), d.tokens());
     let layer2 = screen(&mut s, 120, 40);
     assert!(layer2.contains("layer 2: attention of"), "{layer2}");
@@ -232,6 +234,7 @@ fn the_decode_view_on_gpt2_stops_at_its_learned_positions() {
     )
     .unwrap();
     update(&mut s, Action::SetView(ViewKind::Decode));
+    lens_worker::run_pending(&mut s);
     let d = decoding(&s).clone();
     assert!(d.steps.len() <= 3, "{}", d.steps.len());
     assert_eq!(d.steps.last().unwrap().pos, 30 + d.steps.len() - 1);
@@ -246,6 +249,7 @@ fn the_decode_view_on_an_encoder_says_it_does_not_generate() {
     hf::bert(false).write(&folder, 1);
     let mut s = model_state(folder.to_str().unwrap(), Some("the cat"), options()).unwrap();
     update(&mut s, Action::SetView(ViewKind::Decode));
+    lens_worker::run_pending(&mut s);
     let text = screen(&mut s, 120, 40);
     assert!(text.contains("does not generate"), "{text}");
 }
@@ -389,6 +393,7 @@ fn the_decode_and_position_views_on_smollm2() {
     )
     .unwrap();
     update(&mut s, Action::SetView(ViewKind::Decode));
+    lens_worker::run_pending(&mut s);
     let d = decoding(&s).clone();
     assert_eq!(d.geometry.bytes_per_token(), 30 * 2 * 3 * 64 * 4);
     assert_eq!(d.geometry.mha_bytes_per_token(), 30 * 2 * 9 * 64 * 4);
@@ -436,6 +441,7 @@ fn the_decode_view_on_a_chat_shows_the_templates_tokens_and_stops_at_the_end_of_
         .unwrap();
     assert!(session.stop.contains(&end), "{:?}", session.stop);
     update(&mut s, Action::SetView(ViewKind::Decode));
+    lens_worker::run_pending(&mut s);
     update(&mut s, LAST);
     let text = screen(&mut s, 120, 40);
     assert!(text.contains("<|im_start|>"), "{text}");

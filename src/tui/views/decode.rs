@@ -25,18 +25,21 @@ mod cost;
 mod draw;
 mod inputs;
 mod lab;
-mod real;
+pub(crate) mod real;
 
 pub(crate) use inputs::HeadInputs;
 pub use lab::{CACHE_DTYPE, DecodeLab};
-pub use real::RealDecodeLab;
+pub use real::{RealDecodeLab, session_key};
+
+use std::sync::Arc;
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 
 use crate::engine::memory::decimal_bytes;
-use crate::tui::action::Action;
+
+use crate::tui::action::{Action, WorkReport};
 use crate::tui::component::View;
 use crate::tui::context::{Context, StatusKind};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
@@ -181,8 +184,22 @@ impl View for DecodeView {
     }
 
     fn update(&self, state: &mut Context, action: Action) {
-        let Action::ViewCommand(id) = action else {
-            return;
+        let id = match action {
+            Action::ViewCommand(id) => id,
+            Action::Work(report) => {
+                if let WorkReport::Decoded { key, decoding } = *report {
+                    let decoding = decoding.map(|d| Arc::unwrap_or_clone(d.0));
+                    real::receive(state, key, decoding);
+                }
+                return;
+            }
+            Action::CancelWork => {
+                if real::cancel(state) {
+                    state.set_status(StatusKind::Info, "decoding stopped (Esc)");
+                }
+                return;
+            }
+            _ => return,
         };
         let t = state.cursor.0 as isize;
         match id {

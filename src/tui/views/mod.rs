@@ -9,7 +9,7 @@
 
 pub mod attribution;
 mod contrib;
-mod decode;
+pub(crate) mod decode;
 pub mod flash;
 mod heads;
 mod inspector;
@@ -27,7 +27,7 @@ use crate::tui::component::View;
 use crate::tui::context::Context;
 use crate::tui::view_kind::ViewKind;
 
-pub use decode::{DecodeLab, RealDecodeLab};
+pub use decode::{DecodeLab, RealDecodeLab, session_key};
 pub use position::PositionLab;
 pub use variants::{Mode as VariantMode, VariantsLab};
 

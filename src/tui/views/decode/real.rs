@@ -23,7 +23,7 @@ use ndarray::Array2;
 
 use crate::engine::memory::{decimal_bytes, group_digits};
 use crate::engine::pipeline::Matrix;
-use crate::model::decode_steps::{APP_NEW_TOKENS, Decoding};
+use crate::model::decode_steps::Decoding;
 use crate::model::session::ModelSession;
 use crate::tui::context::{Context, Source, StatusKind};
 use crate::tui::view_kind::ViewKind;
@@ -40,7 +40,17 @@ pub struct RealDecodeLab {
     pub decoding: Result<Decoding, String>,
 }
 
-fn session_key(s: &ModelSession) -> String {
+/// What the decode view keeps while a worker decodes (the event loop's, or
+/// `lens_worker::run_pending` for headless drivers): which session it waits for, and
+/// whether Esc stopped the wait.
+#[derive(Debug)]
+struct Pending {
+    key: String,
+    cancelled: bool,
+}
+
+/// Which model session a decoding is for: its address, token ids and interventions.
+pub fn session_key(s: &ModelSession) -> String {
     format!("{:p} {:?} {:?}", s, s.ids, s.options)
 }
 
@@ -48,17 +58,58 @@ pub fn lab(state: &Context) -> Option<&RealDecodeLab> {
     state.views.get::<RealDecodeLab>(ViewKind::Decode)
 }
 
-/// Decode after the session's text, unless that was done for this model session already (a
-/// layer change keeps the decoding: it holds every layer's rows).
+fn pending(state: &Context) -> Option<&Pending> {
+    state.views.get::<Pending>(ViewKind::Decode)
+}
+
+/// Ask for the decoding after the session's text, unless the view has it for this model
+/// session already (a layer change keeps the decoding: it holds every layer's rows) or
+/// waits for it. A decoding Esc stopped is asked for again.
 pub fn ensure(state: &mut Context) {
     let Source::Real { session, .. } = &state.source else {
         return;
     };
     let key = session_key(session);
-    if lab(state).is_some_and(|l| l.key == key) {
+    if lab(state).is_some_and(|l| l.key == key)
+        || pending(state).is_some_and(|p| p.key == key && !p.cancelled)
+    {
         return;
     }
-    let decoding = Decoding::run(session, APP_NEW_TOKENS).map_err(|e| e.to_string());
+    state.views.set(
+        ViewKind::Decode,
+        Pending {
+            key,
+            cancelled: false,
+        },
+    );
+}
+
+/// The session whose decoding the view waits for, with its key.
+pub fn wanted(state: &Context) -> Option<(String, std::sync::Arc<ModelSession>)> {
+    let Source::Real { session, .. } = &state.source else {
+        return None;
+    };
+    let p = pending(state)?;
+    let key = session_key(session);
+    (!p.cancelled && p.key == key).then(|| (key, session.clone()))
+}
+
+/// Stop waiting for the decoding (Esc); true if the view was waiting.
+pub fn cancel(state: &mut Context) -> bool {
+    match state.views.get_mut::<Pending>(ViewKind::Decode) {
+        Some(p) if !p.cancelled => {
+            p.cancelled = true;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Take a worker's decoding if the view still waits for it.
+pub fn receive(state: &mut Context, key: String, decoding: Result<Decoding, String>) {
+    if wanted(state).is_none_or(|(k, _)| k != key) {
+        return;
+    }
     if let Ok(d) = &decoding
         && state.options.timings
     {
@@ -128,7 +179,11 @@ pub fn render(state: &Context, area: Rect, buf: &mut Buffer) {
         Some(Ok(d)) if !d.steps.is_empty() => render_decoding(state, d, area, buf),
         Some(Ok(_)) => LineWriter::new(area, buf).text("no token was decoded", state.theme.warn),
         Some(Err(e)) => LineWriter::new(area, buf).text(e, state.theme.warn),
-        None => LineWriter::new(area, buf).text("decoding...", state.theme.dim),
+        None if pending(state).is_some_and(|p| p.cancelled) => LineWriter::new(area, buf).text(
+            "decoding stopped (Esc): open the view again to decode",
+            state.theme.warn,
+        ),
+        None => LineWriter::new(area, buf).text("decoding... (Esc stops)", state.theme.dim),
     }
 }
 
