@@ -151,6 +151,8 @@ pub struct Fonts {
     regular: Face,
     bold: Face,
     cjk: Option<Face>,
+    source: CjkFont,
+    candidates: &'static [(&'static str, u32)],
     cache: HashMap<(char, bool, u32), Option<Bitmap>>,
 }
 
@@ -161,7 +163,7 @@ pub enum CjkFont {
     Given(PathBuf),
     /// Found at this path.
     Found(PathBuf),
-    /// None was looked for: the recording has no character the built-in font lacks.
+    /// None was looked for: no character drawn so far is missing from the built-in font.
     NotNeeded,
     /// None was found.
     Missing,
@@ -180,21 +182,17 @@ fn open(path: &Path, index: u32) -> std::result::Result<FontArc, String> {
 }
 
 impl Fonts {
-    /// The built-in faces, and a CJK face from `font` or the system when `wanted` (some
-    /// character of the recording is not in the built-in font).
-    pub fn load(
-        font: Option<&Path>,
-        wanted: impl Fn(&dyn Fn(char) -> bool) -> bool,
-    ) -> Result<(Fonts, CjkFont)> {
-        Fonts::load_from(font, wanted, CJK_CANDIDATES)
+    /// The built-in faces, and a CJK face from `font`, or else from the system the first
+    /// time a character the built-in font lacks is drawn.
+    pub fn load(font: Option<&Path>) -> Result<Fonts> {
+        Fonts::load_from(font, CJK_CANDIDATES)
     }
 
     /// [`Fonts::load`] looking for a CJK font at `candidates` (path, face in a collection).
     pub fn load_from(
         font: Option<&Path>,
-        wanted: impl Fn(&dyn Fn(char) -> bool) -> bool,
-        candidates: &[(&str, u32)],
-    ) -> Result<(Fonts, CjkFont)> {
+        candidates: &'static [(&'static str, u32)],
+    ) -> Result<Fonts> {
         let regular = Face::grid(builtin(REGULAR, "DejaVu Sans Mono")?);
         let bold = Face::grid(builtin(BOLD, "DejaVu Sans Mono Bold")?);
         let (cjk, source) = match font {
@@ -207,28 +205,44 @@ impl Fonts {
                 })?;
                 (Some(Face::cjk(f)), CjkFont::Given(path.to_path_buf()))
             }
-            None if wanted(&|c| !regular.has(c)) => candidates
-                .iter()
-                .find_map(|&(p, index)| {
-                    let path = Path::new(p);
-                    let f = open(path, index).or_else(|_| open(path, 0)).ok()?;
-                    Some((Some(Face::cjk(f)), CjkFont::Found(path.to_path_buf())))
-                })
-                .unwrap_or((None, CjkFont::Missing)),
             None => (None, CjkFont::NotNeeded),
         };
-        let fonts = Fonts {
+        Ok(Fonts {
             regular,
             bold,
             cjk,
+            source,
+            candidates,
             cache: HashMap::new(),
-        };
-        Ok((fonts, source))
+        })
+    }
+
+    /// Where the CJK face came from: [`CjkFont::NotNeeded`] until some character the
+    /// built-in font lacks has been drawn.
+    pub fn cjk_source(&self) -> &CjkFont {
+        &self.source
+    }
+
+    /// Look for a system CJK face, once, when `c` is not in the built-in font.
+    fn want(&mut self, c: char) {
+        if self.source != CjkFont::NotNeeded || self.regular.has(c) {
+            return;
+        }
+        (self.cjk, self.source) = self
+            .candidates
+            .iter()
+            .find_map(|&(p, index)| {
+                let path = Path::new(p);
+                let f = open(path, index).or_else(|_| open(path, 0)).ok()?;
+                Some((Some(Face::cjk(f)), CjkFont::Found(path.to_path_buf())))
+            })
+            .unwrap_or((None, CjkFont::Missing));
     }
 
     /// The glyph of `c` over `cells` cells, or `None` when no face has it (it is then
     /// drawn as a box).
     pub fn glyph(&mut self, c: char, bold: bool, cells: u32) -> Option<&Bitmap> {
+        self.want(c);
         let (regular, bold_face, cjk) = (&self.regular, &self.bold, &self.cjk);
         self.cache
             .entry((c, bold, cells))
@@ -268,8 +282,8 @@ mod tests {
 
     #[test]
     fn latin_glyphs_fill_their_cell_and_blanks_draw_nothing() {
-        let (mut fonts, cjk) = Fonts::load(None, |_| false).unwrap();
-        assert_eq!(cjk, CjkFont::NotNeeded);
+        let mut fonts = Fonts::load_from(None, &[]).unwrap();
+        assert_eq!(fonts.cjk_source(), &CjkFont::NotNeeded);
         let m = fonts.glyph('M', false, 1).unwrap().clone();
         assert!(m.width >= 6 && m.width <= CELL_W, "{m:?}");
         assert!(m.top >= 0 && (m.top as u32 + m.height) <= CELL_H, "{m:?}");
@@ -279,6 +293,8 @@ mod tests {
         // The built-in font has no ideographs.
         assert!(fonts.glyph('注', false, 2).is_none());
         assert!(!fonts.has('注'));
+        // Drawing it looked for a CJK face, and found none among no candidates.
+        assert_eq!(fonts.cjk_source(), &CjkFont::Missing);
     }
 
     #[test]
@@ -286,7 +302,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("not-a-font.ttf");
         std::fs::write(&bad, b"hello").unwrap();
-        let err = Fonts::load(Some(&bad), |_| true).err().unwrap();
+        let err = Fonts::load(Some(&bad)).err().unwrap();
         assert_eq!(err.exit_code(), 2, "{err}");
         assert!(err.to_string().contains("not-a-font.ttf"), "{err}");
     }

@@ -20,6 +20,8 @@ use super::still::{block, look};
 use crate::error::{Error, Result};
 
 type Rgb = (u8, u8, u8);
+/// A rectangle of pixels: x, y, width, height.
+type Rect = (u32, u32, u32, u32);
 
 /// Shortest delay a GIF frame gets, in centiseconds: browsers show 0 and 1 as 10.
 const MIN_DELAY_CS: u16 = 2;
@@ -48,72 +50,113 @@ pub fn gif_with(
     rec: &Recording,
     defaults: Defaults,
     font: Option<&Path>,
-    candidates: &[(&str, u32)],
+    candidates: &'static [(&'static str, u32)],
 ) -> Result<Gif> {
-    let (mut fonts, cjk) = Fonts::load_from(
-        font,
-        |lacks| {
-            rec.frames.iter().any(|f| {
-                f.screen
-                    .content
-                    .iter()
-                    .any(|c| c.symbol().chars().any(lacks))
-            })
-        },
-        candidates,
-    )?;
-    let (w, h) = (u32::from(rec.cols) * CELL_W, u32::from(rec.rows) * CELL_H);
-    let (gw, gh) = (
-        u16::try_from(w).map_err(|_| {
-            Error::usage(format!(
-                "--size: a GIF is at most 65535 px wide; {} columns make {w}",
-                rec.cols
-            ))
-        })?,
-        u16::try_from(h).map_err(|_| {
-            Error::usage(format!(
-                "--size: a GIF is at most 65535 px high; {} rows make {h}",
-                rec.rows
-            ))
-        })?,
-    );
-    let mut out = Vec::new();
-    let mut missing = Vec::new();
-    {
-        let mut enc = gif::Encoder::new(&mut out, gw, gh, &[]).map_err(internal)?;
+    let mut w = GifWriter::new(rec.cols, rec.rows, defaults, font, candidates)?;
+    for f in &rec.frames {
+        w.push(f.at_ms, &f.screen)?;
+    }
+    w.finish(rec.end_ms)
+}
+
+/// A GIF written a frame at a time, as the scene plays: it keeps the pixels of the last
+/// frame only (to find what the next one changes), so a recording's memory does not
+/// grow with its length. A frame is written when the next one arrives, which says how
+/// long it is shown.
+pub struct GifWriter {
+    enc: gif::Encoder<Vec<u8>>,
+    fonts: Fonts,
+    defaults: Defaults,
+    missing: Vec<char>,
+    size: (u32, u32),
+    /// The last frame's pixels, its time and the rectangle it changed.
+    last: Option<(Vec<u8>, u64, Rect)>,
+}
+
+impl GifWriter {
+    /// A GIF of `cols` x `rows` cells; `font` is the CJK font to use instead of the
+    /// system's (one of `candidates`, looked for when a frame first needs it).
+    pub fn new(
+        cols: u16,
+        rows: u16,
+        defaults: Defaults,
+        font: Option<&Path>,
+        candidates: &'static [(&'static str, u32)],
+    ) -> Result<GifWriter> {
+        let fonts = Fonts::load_from(font, candidates)?;
+        let (w, h) = (u32::from(cols) * CELL_W, u32::from(rows) * CELL_H);
+        let (gw, gh) = (
+            u16::try_from(w).map_err(|_| {
+                Error::usage(format!(
+                    "--size: a GIF is at most 65535 px wide; {cols} columns make {w}"
+                ))
+            })?,
+            u16::try_from(h).map_err(|_| {
+                Error::usage(format!(
+                    "--size: a GIF is at most 65535 px high; {rows} rows make {h}"
+                ))
+            })?,
+        );
+        let mut enc = gif::Encoder::new(Vec::new(), gw, gh, &[]).map_err(internal)?;
         enc.set_repeat(gif::Repeat::Infinite).map_err(internal)?;
-        let mut prev: Option<Vec<u8>> = None;
-        for (i, frame) in rec.frames.iter().enumerate() {
-            let px = raster(&frame.screen, defaults, &mut fonts, &mut missing);
-            let start = frame.at_ms;
-            let end = start + rec.shown_ms(i);
-            let mut delay = centis(end) - centis(start);
-            let rect = match &prev {
-                Some(p) => changed(p, &px, w, h).unwrap_or((0, 0, 1, 1)),
-                None => (0, 0, w, h),
-            };
-            let mut first = true;
-            // A GIF delay is at most 655.35 s: a longer screen is held by empty frames.
-            loop {
-                let d = delay.min(u64::from(u16::MAX)) as u16;
-                delay -= u64::from(d);
-                let r = if first { rect } else { (0, 0, 1, 1) };
-                enc.write_frame(&sub_frame(&px, w, r, d.max(MIN_DELAY_CS)))
-                    .map_err(internal)?;
-                first = false;
-                if delay == 0 {
-                    break;
-                }
+        Ok(GifWriter {
+            enc,
+            fonts,
+            defaults,
+            missing: Vec::new(),
+            size: (w, h),
+            last: None,
+        })
+    }
+
+    /// The screen shown from `at_ms` on (times strictly increase).
+    pub fn push(&mut self, at_ms: u64, screen: &Buffer) -> Result<()> {
+        let px = raster(screen, self.defaults, &mut self.fonts, &mut self.missing);
+        let (w, h) = self.size;
+        let rect = match &self.last {
+            Some((p, _, _)) => changed(p, &px, w, h).unwrap_or((0, 0, 1, 1)),
+            None => (0, 0, w, h),
+        };
+        self.write_last(at_ms)?;
+        self.last = Some((px, at_ms, rect));
+        Ok(())
+    }
+
+    /// Write the last frame, shown until `until_ms`.
+    fn write_last(&mut self, until_ms: u64) -> Result<()> {
+        let Some((px, start, rect)) = &self.last else {
+            return Ok(());
+        };
+        let mut delay = centis(until_ms) - centis(*start);
+        let mut first = true;
+        // A GIF delay is at most 655.35 s: a longer screen is held by empty frames.
+        loop {
+            let d = delay.min(u64::from(u16::MAX)) as u16;
+            delay -= u64::from(d);
+            let r = if first { *rect } else { (0, 0, 1, 1) };
+            self.enc
+                .write_frame(&sub_frame(px, self.size.0, r, d.max(MIN_DELAY_CS)))
+                .map_err(internal)?;
+            first = false;
+            if delay == 0 {
+                return Ok(());
             }
-            prev = Some(px);
         }
     }
-    missing.truncate(8);
-    Ok(Gif {
-        bytes: out,
-        cjk,
-        missing,
-    })
+
+    /// Write the last frame, shown until `end_ms` (the end of the scene), and the GIF's
+    /// trailer.
+    pub fn finish(mut self, end_ms: u64) -> Result<Gif> {
+        self.write_last(end_ms)?;
+        let bytes = self.enc.into_inner().map_err(internal)?;
+        let mut missing = self.missing;
+        missing.truncate(8);
+        Ok(Gif {
+            bytes,
+            cjk: self.fonts.cjk_source().clone(),
+            missing,
+        })
+    }
 }
 
 /// Milliseconds as whole centiseconds, rounded to nearest, so that delays add up to the

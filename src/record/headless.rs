@@ -137,8 +137,41 @@ impl Recording {
 /// (a step begins, an animation shows its next tile or token), a marker where each step
 /// begins.
 pub fn play_through(scene: &Scene, opts: &HeadlessOptions) -> Result<Recording> {
+    let mut frames = Vec::new();
+    let played = play_each(scene, opts, |f| {
+        frames.push(f.clone());
+        Ok(())
+    })?;
+    Ok(Recording {
+        cols: opts.size.cols,
+        rows: opts.size.rows,
+        title: played.title,
+        frames,
+        markers: played.markers,
+        end_ms: played.end_ms,
+    })
+}
+
+/// What [`play_each`] tells after the last frame: a [`Recording`] without its frames.
+#[derive(Debug, Clone)]
+pub struct Played {
+    pub title: String,
+    pub frames: usize,
+    pub markers: Vec<(u64, String)>,
+    pub end_ms: u64,
+}
+
+/// [`play_through`] handing each frame to `each` as it is drawn instead of keeping it:
+/// only the screen before is held (to skip a screen equal to it), so a long or large
+/// recording written frame by frame takes the memory of one frame.
+pub fn play_each(
+    scene: &Scene,
+    opts: &HeadlessOptions,
+    mut each: impl FnMut(&Frame) -> Result<()>,
+) -> Result<Played> {
     let mut player = Headless::new(scene, opts, true)?;
-    let mut frames: Vec<Frame> = Vec::new();
+    let mut last: Option<Frame> = None;
+    let mut frames = 0;
     let mut markers = Vec::new();
     let mut now_ms = 0u64;
     let mut shown = None;
@@ -151,11 +184,14 @@ pub fn play_through(scene: &Scene, opts: &HeadlessOptions) -> Result<Recording> 
             shown = index;
         }
         let screen = player.frame()?;
-        if frames.last().is_none_or(|f| f.screen != screen) {
-            frames.push(Frame {
+        if last.as_ref().is_none_or(|f| f.screen != screen) {
+            let frame = Frame {
                 at_ms: now_ms,
                 screen,
-            });
+            };
+            each(&frame)?;
+            frames += 1;
+            last = Some(frame);
         }
         let Some(wait) = player.next_change_in_ms() else {
             break;
@@ -175,9 +211,7 @@ pub fn play_through(scene: &Scene, opts: &HeadlessOptions) -> Result<Recording> 
             )));
         }
     }
-    Ok(Recording {
-        cols: opts.size.cols,
-        rows: opts.size.rows,
+    Ok(Played {
         title: format!("attnviz: {}", scene.title.get(opts.lang)),
         frames,
         markers,

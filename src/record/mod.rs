@@ -27,7 +27,8 @@ use crate::scene;
 use crate::tui::{AppOptions, ScriptOptions};
 
 pub use headless::{
-    Frame, Headless, HeadlessOptions, Recording, cast, play_through, record, still,
+    Frame, Headless, HeadlessOptions, Played, Recording, cast, play_each, play_through, record,
+    still,
 };
 
 /// Speeds `--speed` accepts: slower than a tenth or faster than 16x is not a lesson.
@@ -89,62 +90,93 @@ fn record_to(
     path: &Path,
     font: Option<&Path>,
 ) -> Result<String> {
-    let format = RecordFormat::from_path(path)?;
+    let svg = match RecordFormat::from_path(path)? {
+        RecordFormat::Gif => return record_gif(scene, opts, path, font),
+        RecordFormat::Cast => false,
+        RecordFormat::Svg => true,
+    };
     let rec = play_through(scene, opts)?;
-    let frames = rec.frames.len();
-    let (bytes, how) = match format {
-        RecordFormat::Cast => (
-            cast(&rec)?,
-            format!("play it with: asciinema play {}", path.display()),
-        ),
-        RecordFormat::Svg => (
+    let (bytes, how) = if svg {
+        (
             animated_svg::svg(&rec, still_defaults(opts.theme)).into_bytes(),
             "open it in a browser, or show it in a README with ![](FILE.svg)".to_string(),
-        ),
-        RecordFormat::Gif => {
-            let g = gif::gif(&rec, still_defaults(opts.theme), font)?;
-            match &g.cjk {
-                fonts::CjkFont::Missing => eprintln!(
-                    "warning: no CJK font found, so CJK characters are drawn as boxes in {}; {}",
-                    path.display(),
-                    fonts::CJK_HINT
-                ),
-                fonts::CjkFont::Found(p) | fonts::CjkFont::Given(p) => {
-                    eprintln!("CJK characters drawn with {}", p.display())
-                }
-                fonts::CjkFont::NotNeeded => {}
-            }
-            let missing: Vec<char> = g
-                .missing
-                .iter()
-                .copied()
-                .filter(|&c| {
-                    // Wide characters are CJK: the warning above covers them.
-                    let wide = unicode_width::UnicodeWidthChar::width(c) == Some(2);
-                    !(wide && g.cjk == fonts::CjkFont::Missing)
-                })
-                .collect();
-            if !missing.is_empty() {
-                let list: String = missing
-                    .iter()
-                    .map(|c| format!(" U+{:04X} {c}", *c as u32))
-                    .collect();
-                eprintln!("warning: no font has{list}; drawn as boxes (--font FILE can add one)");
-            }
-            (
-                g.bytes,
-                "open it in a browser or an image viewer".to_string(),
-            )
-        }
+        )
+    } else {
+        (
+            cast(&rec)?,
+            format!("play it with: asciinema play {}", path.display()),
+        )
     };
     write_atomically(path, &bytes)?;
-    Ok(format!("{frames} frames, {} bytes; {how}", bytes.len()))
+    Ok(format!(
+        "{} frames, {} bytes; {how}",
+        rec.frames.len(),
+        bytes.len()
+    ))
 }
 
-/// Cells of one recorded frame (`--size` COLS x ROWS). A recording holds every frame in
-/// memory before writing it, and a GIF frame is drawn in pixels: 300 x 100 (six times
-/// the default 120 x 40) keeps a long lesson under a few hundred MB; 1000 x 1000 took
-/// 3.1 GB and minutes.
+/// [`record_to`] for a GIF: a GIF frame is drawn in pixels, so each is encoded as the
+/// scene plays and only the last one is held.
+fn record_gif(
+    scene: &scene::Scene,
+    opts: &HeadlessOptions,
+    path: &Path,
+    font: Option<&Path>,
+) -> Result<String> {
+    let mut g = gif::GifWriter::new(
+        opts.size.cols,
+        opts.size.rows,
+        still_defaults(opts.theme),
+        font,
+        fonts::CJK_CANDIDATES,
+    )?;
+    let played = play_each(scene, opts, |f| g.push(f.at_ms, &f.screen))?;
+    let g = g.finish(played.end_ms)?;
+    report_fonts(&g, path);
+    write_atomically(path, &g.bytes)?;
+    Ok(format!(
+        "{} frames, {} bytes; open it in a browser or an image viewer",
+        played.frames,
+        g.bytes.len()
+    ))
+}
+
+/// Say which CJK font drew the GIF, or that none did, and which characters no font had.
+fn report_fonts(g: &gif::Gif, path: &Path) {
+    match &g.cjk {
+        fonts::CjkFont::Missing => eprintln!(
+            "warning: no CJK font found, so CJK characters are drawn as boxes in {}; {}",
+            path.display(),
+            fonts::CJK_HINT
+        ),
+        fonts::CjkFont::Found(p) | fonts::CjkFont::Given(p) => {
+            eprintln!("CJK characters drawn with {}", p.display())
+        }
+        fonts::CjkFont::NotNeeded => {}
+    }
+    let missing: Vec<char> = g
+        .missing
+        .iter()
+        .copied()
+        .filter(|&c| {
+            // Wide characters are CJK: the warning above covers them.
+            let wide = unicode_width::UnicodeWidthChar::width(c) == Some(2);
+            !(wide && g.cjk == fonts::CjkFont::Missing)
+        })
+        .collect();
+    if !missing.is_empty() {
+        let list: String = missing
+            .iter()
+            .map(|c| format!(" U+{:04X} {c}", *c as u32))
+            .collect();
+        eprintln!("warning: no font has{list}; drawn as boxes (--font FILE can add one)");
+    }
+}
+
+/// Cells of one recorded frame (`--size` COLS x ROWS). A GIF is written frame by frame
+/// but each frame is drawn in pixels (3,000 x 2,000 at 300 x 100), and a cast or SVG
+/// recording holds every frame before writing it: 300 x 100 (six times the default
+/// 120 x 40) keeps both within a few hundred MB; 1000 x 1000 took 3.1 GB and minutes.
 pub const MAX_RECORD_CELLS: u32 = 300 * 100;
 
 pub fn play(args: &PlayArgs) -> Result<()> {

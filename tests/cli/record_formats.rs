@@ -434,3 +434,48 @@ fn a_font_given_with_the_flag_draws_the_cjk() {
     );
     assert!(err.contains("warning: no font has"), "{err}");
 }
+
+/// `play --record x.gif` encodes each frame as the scene plays instead of keeping the
+/// recording: the file is the same bytes as the GIF of the kept frames, and `play_each`
+/// hands over exactly the frames `play_through` keeps.
+#[test]
+fn the_gif_written_frame_by_frame_is_the_gif_of_the_whole_recording() {
+    let s = scene::builtin("flash-backward").unwrap();
+    let rec = play_through(&s, &options(Lang::Zh)).unwrap();
+    let mut seen = Vec::new();
+    let played = headless::play_each(&s, &options(Lang::Zh), |f| {
+        seen.push((f.at_ms, still::text(&f.screen)));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(played.frames, rec.frames.len());
+    assert_eq!((played.end_ms, &played.markers), (rec.end_ms, &rec.markers));
+    let kept: Vec<(u64, String)> = rec
+        .frames
+        .iter()
+        .map(|f| (f.at_ms, still::text(&f.screen)))
+        .collect();
+    assert_eq!(seen, kept);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fb.gif");
+    let run = attnviz()
+        .args(["play", "flash-backward", "--lang", "zh", "--size", "100x30"])
+        .arg("--record")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains(&format!("{} frames", rec.frames.len())),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        gif::gif(&rec, Defaults::DARK, None).unwrap().bytes
+    );
+}
