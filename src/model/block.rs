@@ -506,7 +506,7 @@ fn shape(cfg: &ModelConfig, n_q: usize, n_k: usize) -> ProblemShape {
 /// Attention of n new queries over a cache of len + n keys, one kernel call per KV head
 /// (its keys are contiguous in the cache; the query heads that read it are contiguous in q).
 #[allow(clippy::too_many_arguments)]
-fn cached_attention(
+pub(crate) fn cached_attention(
     cfg: &ModelConfig,
     q: &[f32],
     n: usize,
@@ -694,7 +694,7 @@ fn trace_scores(
 }
 
 /// [n, heads * dh] (token-major, as a projection writes it) -> [heads, n, dh].
-fn split_heads(tok: &[f32], n: usize, heads: usize, dh: usize, out: &mut Vec<f32>) {
+pub(crate) fn split_heads(tok: &[f32], n: usize, heads: usize, dh: usize, out: &mut Vec<f32>) {
     out.resize(heads * n * dh, 0.0);
     for (i, row) in tok.chunks_exact(heads * dh).enumerate() {
         for (head, src) in row.chunks_exact(dh).enumerate() {
@@ -704,7 +704,7 @@ fn split_heads(tok: &[f32], n: usize, heads: usize, dh: usize, out: &mut Vec<f32
 }
 
 /// Write new rows [G, n, dh] after the `len` cached rows of each KV head.
-fn append(
+pub(crate) fn append(
     cache: &mut kernel::AlignedBuf,
     new: &[f32],
     g: usize,
@@ -719,6 +719,6 @@ fn append(
     }
 }
 
-fn add_into(x: &mut [f32], y: &[f32]) {
+pub(crate) fn add_into(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }

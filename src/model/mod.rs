@@ -28,6 +28,7 @@
 
 pub mod attribution;
 mod block;
+mod block_batch;
 pub use block::{Hook, Site};
 pub mod cache;
 pub mod chat;

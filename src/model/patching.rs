@@ -12,6 +12,7 @@
 use crate::error::{Error, Result};
 use crate::kernel::default_threads;
 use crate::model::block::{Buffers, Hook, Keys, LayerOpts, Site, block_forward};
+use crate::model::block_batch::{BatchBuffers, Seq, batchable, blocks_forward};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
 use crate::model::forward::{
@@ -225,6 +226,45 @@ impl<'a> Runner<'a> {
         block_forward(&ctx, &self.layers[l], &mut run.x, rows, keys, buf, lo)
     }
 
+    /// Block `k` (a [`batchable`] one) on every run, in batches of up to [`BATCH_ROWS`]
+    /// rows.
+    fn batch(&self, k: usize, runs: &mut [Run], buf: &mut BatchBuffers) -> Result<()> {
+        let d = self.cfg.d_model;
+        let mut from = 0;
+        while from < runs.len() {
+            let mut to = from;
+            let mut rows = 0;
+            while to < runs.len() && (to == from || rows + runs[to].x.len() / d <= BATCH_ROWS) {
+                rows += runs[to].x.len() / d;
+                to += 1;
+            }
+            let mut seqs: Vec<Seq> = runs[from..to]
+                .iter_mut()
+                .map(|run| {
+                    let capacity = run.cache.capacity;
+                    Seq {
+                        x: &mut run.x,
+                        cache: &mut run.cache.layers[k],
+                        len: run.p,
+                        capacity,
+                        rope: self.prep.ctx(self.cfg, self.ropes[run.p].as_ref(), k).rope,
+                    }
+                })
+                .collect();
+            blocks_forward(
+                self.cfg,
+                &self.layers[k],
+                &self.prep.ablate[k],
+                &self.prep.masks[k],
+                &mut seqs,
+                buf,
+                self.prep.threads,
+            )?;
+            from = to;
+        }
+        Ok(())
+    }
+
     /// The last position's logit difference of a run that has been through every block.
     fn finish(&self, run: &Run) -> Result<f64> {
         let cfg = self.cfg;
@@ -287,6 +327,10 @@ impl<'a> Runner<'a> {
         Ok((ld, rec))
     }
 }
+
+/// Most rows of the residual stream one batched block takes at once (its MLP's hidden
+/// layer is this many rows of d_ff).
+const BATCH_ROWS: usize = 512;
 
 /// Most tokens a patching sweep takes: every site is one rerun.
 pub const MAX_PATCH_TOKENS: usize = 1024;
@@ -358,6 +402,7 @@ fn sweep(
     let total = cfg.layers * cols;
     let mut patched = vec![vec![corrupt_ld; cols]; cfg.layers];
     let mut buf = Buffers::default();
+    let mut batch = BatchBuffers::default();
     let mut done = 0;
     #[allow(clippy::needless_range_loop)]
     for l in 0..cfg.layers {
@@ -390,8 +435,12 @@ fn sweep(
             }
         }
         // The runs go through each block together, so that its weights are read from
-        // memory once for all of them.
+        // memory once for all of them: after the patched block, as one batch of rows.
         for k in l..cfg.layers {
+            if k > l && batchable(cfg, &runner.layers[k]) {
+                runner.batch(k, &mut runs, &mut batch)?;
+                continue;
+            }
             for (run, &c) in runs.iter_mut().zip(&cols_run) {
                 let p = run.p;
                 let mut hook = |layer: usize, s: Site, a: &mut [f32]| {
