@@ -89,6 +89,8 @@ pub enum Action {
     Lens(Box<LensReport>),
     /// The direct logit attribution a worker computed for the attribution view.
     Attribution(Box<AttributionReport>),
+    /// The composition scores of a model's heads a worker computed for the model view.
+    Composition(Box<CompositionReport>),
 }
 
 /// The logit lens of a session's text, or why it could not be computed.
@@ -106,6 +108,15 @@ pub struct AttributionReport {
     /// As [`LensReport::key`].
     pub key: (usize, Vec<u32>),
     pub attribution: Result<std::sync::Arc<crate::model::attribution::Attribution>, String>,
+}
+
+/// Every pair of heads' composition scores of one model, or why they could not be
+/// computed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompositionReport {
+    /// The model (the address of its weights) they were computed for.
+    pub model: usize,
+    pub scores: Result<std::sync::Arc<Vec<crate::model::composition::Composition>>, String>,
 }
 
 /// The training run's controls.

@@ -1,7 +1,8 @@
 //! The event loop's side of the lens and attribution views: when one of them waits for
 //! its numbers of the text on screen (the logit lens: an unembedding per layer and
 //! position, seconds on a long text; the attribution: a forward pass), a worker thread
-//! computes them and the report comes back as an action, so the screen never freezes.
+//! computes them, as it does the model view's composition scores of every pair of heads
+//! (from the weights; seconds on a model of hundreds of heads), and the report comes back as an action, so the screen never freezes.
 //! Headless drivers (recordings, tests) compute them in place with [`run_pending`]. The
 //! state changes only through `update`.
 
@@ -9,14 +10,17 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 
+use crate::kernel::default_threads;
 use crate::model::attribution::attribute;
+use crate::model::composition::composition_scores;
 use crate::model::lens::{TextLens, text_lens};
 use crate::model::load::LoadedModel;
-use crate::tui::action::{Action, AttributionReport, LensReport};
+use crate::tui::action::{Action, AttributionReport, CompositionReport, LensReport};
 use crate::tui::state::State;
 use crate::tui::update::update;
 use crate::tui::views::attribution;
 use crate::tui::views::lens::{self, LensKey, TOP, final_top};
+use crate::tui::views::model::writers;
 
 /// What a job computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,8 @@ enum What {
     Lens { last: Option<u32> },
     /// The attribution of logit(target) - logit(foil) at the last position.
     Attribution { target: u32, foil: u32 },
+    /// The composition scores of every pair of heads of the model (the key's ids empty).
+    Composition,
 }
 
 /// One job: what, for which model and text.
@@ -51,6 +57,16 @@ fn jobs(state: &State) -> Vec<Job> {
         out.push(Job {
             key,
             what: What::Attribution { target, foil },
+            model: s.model.clone(),
+        });
+    }
+    if let Some(model) = writers::wanted(state) {
+        out.push(Job {
+            key: LensKey {
+                model,
+                ids: Vec::new(),
+            },
+            what: What::Composition,
             model: s.model.clone(),
         });
     }
@@ -82,6 +98,15 @@ fn compute(job: &Job) -> Action {
             .map(Arc::new)
             .map_err(|e| e.to_string()),
         })),
+        What::Composition => {
+            let layers: Vec<usize> = (0..m.config.layers).collect();
+            Action::Composition(Box::new(CompositionReport {
+                model: job.key.model,
+                scores: composition_scores(&m.config, &m.weights, &layers, default_threads())
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string()),
+            }))
+        }
     }
 }
 
@@ -94,6 +119,10 @@ fn stopped(key: &LensKey, what: What) -> Action {
         What::Attribution { .. } => Action::Attribution(Box::new(AttributionReport {
             key,
             attribution: Err(e),
+        })),
+        What::Composition => Action::Composition(Box::new(CompositionReport {
+            model: key.0,
+            scores: Err(e),
         })),
     }
 }

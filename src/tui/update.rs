@@ -37,6 +37,7 @@ pub fn update(state: &mut State, action: Action) {
             | Action::TrainReport(_)
             | Action::Lens(_)
             | Action::Attribution(_)
+            | Action::Composition(_)
     ) {
         state.status = None;
     }
@@ -156,6 +157,7 @@ pub fn update(state: &mut State, action: Action) {
         Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),
         Action::Lens(_) => to_view(state, views::find(ViewKind::Lens), action),
         Action::Attribution(_) => to_view(state, views::find(ViewKind::Attribution), action),
+        Action::Composition(_) => to_view(state, views::find(ViewKind::Model), action),
     }
 }
 
