@@ -94,6 +94,8 @@ pub enum Action {
     Work(Box<WorkReport>),
     /// Stop waiting for the model running again or decoding (Esc): its result is dropped.
     CancelWork,
+    /// The composition scores of a model's heads a worker computed for the model view.
+    Composition(Box<CompositionReport>),
 }
 
 /// A value a worker made, compared by identity (the same allocation), so that an
@@ -147,6 +149,15 @@ pub struct AttributionReport {
     /// As [`LensReport::key`].
     pub key: (usize, Vec<u32>),
     pub attribution: Result<std::sync::Arc<crate::model::attribution::Attribution>, String>,
+}
+
+/// Every pair of heads' composition scores of one model, or why they could not be
+/// computed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompositionReport {
+    /// The model (the address of its weights) they were computed for.
+    pub model: usize,
+    pub scores: Result<std::sync::Arc<Vec<crate::model::composition::Composition>>, String>,
 }
 
 /// The training run's controls.

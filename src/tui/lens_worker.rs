@@ -2,7 +2,8 @@
 //! the logit lens (an unembedding per layer and position, seconds on a long text), the
 //! attribution (a forward pass), the decode view's decoding (a forward pass over the
 //! text and a step per new token) and the model run again with other heads ablated
-//! (`d`, `D`: a forward pass). A worker thread computes each and the result comes back
+//! (`d`, `D`: a forward pass), and the model view's composition scores of every pair of
+//! heads (from the weights). A worker thread computes each and the result comes back
 //! as an action, so the screen never freezes; while the decoding or the run works, the
 //! screen shows a progress line and Esc stops it. Headless drivers (recordings, tests)
 //! compute them in place with [`run_pending`]. The state changes only through `update`.
@@ -13,18 +14,23 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::kernel::default_threads;
 use crate::model::attribution::attribute;
+use crate::model::composition::composition_scores;
 use crate::model::decode_steps::{APP_NEW_TOKENS, Decoding};
 use crate::model::forward::ForwardOptions;
 use crate::model::lens::{TextLens, text_lens};
 use crate::model::load::LoadedModel;
 use crate::model::session::ModelSession;
-use crate::tui::action::{Action, AttributionReport, LensReport, Shared, WorkReport};
+use crate::tui::action::{
+    Action, AttributionReport, CompositionReport, LensReport, Shared, WorkReport,
+};
 use crate::tui::state::{Source, State};
 use crate::tui::update::update;
 use crate::tui::views::attribution;
 use crate::tui::views::decode::real as decode;
 use crate::tui::views::lens::{self, LensKey, TOP, final_top};
+use crate::tui::views::model::writers;
 
 /// What a job computes.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +46,8 @@ enum What {
         base: String,
         options: ForwardOptions,
     },
+    /// The composition scores of every pair of heads of the model (the key's ids empty).
+    Composition,
 }
 
 impl What {
@@ -56,6 +64,7 @@ impl What {
             What::Attribution { .. } => 1,
             What::Decode { .. } => 2,
             What::Rerun { .. } => 3,
+            What::Composition => 4,
         }
     }
 }
@@ -100,6 +109,17 @@ fn jobs(state: &State) -> Vec<Job> {
                 options: p.options.clone(),
             },
         ));
+    }
+    if let Some(model) = writers::wanted(state) {
+        out.push(Job {
+            key: LensKey {
+                model,
+                ids: Vec::new(),
+            },
+            what: What::Composition,
+            model: s.model.clone(),
+            session: session.clone(),
+        });
     }
     out
 }
@@ -158,6 +178,15 @@ fn compute(job: &Job, progress: &Progress) -> Action {
                 .map(|s| Shared(Arc::new(s)))
                 .map_err(|e| e.to_string()),
         })),
+        What::Composition => {
+            let layers: Vec<usize> = (0..m.config.layers).collect();
+            Action::Composition(Box::new(CompositionReport {
+                model: job.key.model,
+                scores: composition_scores(&m.config, &m.weights, &layers, default_threads())
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string()),
+            }))
+        }
     }
 }
 
@@ -180,6 +209,10 @@ fn stopped(key: &LensKey, what: &What) -> Action {
             options: options.clone(),
             session: Err(e),
         })),
+        What::Composition => Action::Composition(Box::new(CompositionReport {
+            model: key.0,
+            scores: Err(e),
+        })),
     }
 }
 
@@ -193,7 +226,7 @@ fn line(what: &What, tokens: usize, done: usize, secs: f64) -> String {
             "running the model again on {tokens} tokens with {} head(s) ablated · {secs:.1} s · Esc stops",
             options.ablate.len()
         ),
-        What::Lens { .. } | What::Attribution { .. } => String::new(),
+        What::Lens { .. } | What::Attribution { .. } | What::Composition => String::new(),
     }
 }
 

@@ -39,6 +39,7 @@ pub fn update(state: &mut State, action: Action) {
             | Action::Lens(_)
             | Action::Attribution(_)
             | Action::Work(_)
+            | Action::Composition(_)
     ) {
         state.status = None;
     }
@@ -168,6 +169,7 @@ pub fn update(state: &mut State, action: Action) {
             }
             to_view(state, views::find(ViewKind::Decode), Action::CancelWork);
         }
+        Action::Composition(_) => to_view(state, views::find(ViewKind::Model), action),
     }
 }
 

@@ -11,6 +11,7 @@ mod lens_view;
 mod model;
 mod model_contrib;
 mod model_views;
+mod model_writers;
 mod real_decode_position;
 mod screens;
 mod soak;

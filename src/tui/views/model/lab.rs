@@ -2,6 +2,9 @@
 //! shows, weights or contributions, the rollout) and the head scores it can colour by;
 //! read by the view and its parts.
 
+use std::sync::Arc;
+
+use crate::model::composition::Composition;
 use crate::model::maps::AttentionMaps;
 use crate::model::scores::{HeadScores, head_scores};
 use crate::model::session::{Measure, ModelSession};
@@ -85,6 +88,29 @@ pub struct ModelLab {
     /// The rollout (n x n) of the weights and of the contributions, once asked for, for
     /// this model session.
     pub rollout: [Option<Vec<f64>>; 2],
+    /// `i`: the heads that write into the cursor's head, by composition score.
+    pub writers: Writers,
+}
+
+/// The composition scores of the session's model (from its weights alone, so they
+/// outlive a session) and whether the panel listing them is shown.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Writers {
+    pub shown: bool,
+    /// The model (address of its weights) `state` belongs to.
+    pub model: usize,
+    pub state: WritersState,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum WritersState {
+    /// Not asked for yet.
+    #[default]
+    None,
+    /// Asked for; a worker computes them.
+    Pending,
+    Ready(Arc<Vec<Composition>>),
+    Failed(String),
 }
 
 impl ModelLab {

@@ -15,16 +15,20 @@
 //! The cursor is on a layer and head everywhere; Enter opens that
 //! head's weights in the pipeline view, `d` ablates it (the forward pass runs again
 //! without its output) and the panel under the maps compares the model's predictions
-//! before and after ([`effects`]).
+//! before and after ([`effects`]). `i` puts in its place the earlier heads that write
+//! into the cursor's head's queries, keys and values, by composition score ([`writers`]).
 
 mod effects;
 mod grid;
 mod lab;
 mod maps;
 mod rollout;
+pub mod writers;
 
 use crate::engine::config::MaskKind;
-use lab::{ModelLab, Score, Show, lab, measure, score, scores_of, session_key, show};
+use lab::{
+    ModelLab, Score, Show, Writers, WritersState, lab, measure, score, scores_of, session_key, show,
+};
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
@@ -98,6 +102,7 @@ const CMD_SHOW: u8 = 1;
 const CMD_ABLATE: u8 = 2;
 const CMD_RESTORE: u8 = 3;
 const CMD_CONTRIB: u8 = 4;
+const CMD_WRITERS: u8 = 5;
 
 static KEYS: &[Binding] = &[
     Binding {
@@ -145,14 +150,27 @@ static KEYS: &[Binding] = &[
         group: Group::ThisView,
         when: When::Always,
     },
+    Binding {
+        keys: &[KeyPat::Char('i')],
+        action: Action::ViewCommand(CMD_WRITERS),
+        desc: "show / hide the earlier heads that write into this head's q, k, v (composition scores)",
+        hint: Some("writers"),
+        hint_keys: Some("i"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
 ];
 
 /// The parts of the view: the line naming the head, the main area, the predictions.
 fn areas(ctx: &Context, area: Rect) -> [Rect; 3] {
-    let effects = ctx
-        .source
-        .session()
-        .map_or(0, |s| effects::height(s, area.height));
+    let shown = lab(ctx).is_some_and(|l| l.writers.shown);
+    let effects = ctx.source.session().map_or(0, |s| {
+        if shown && area.height >= 8 {
+            writers::HEIGHT
+        } else {
+            effects::height(s, area.height)
+        }
+    });
     Layout::vertical([
         Constraint::Length(2),
         Constraint::Fill(1),
@@ -254,7 +272,10 @@ impl View for ModelView {
         if lab(ctx).is_none_or(|l| l.session != key) {
             let scores = scores_of(s, &s.attention);
             // What the view was set to show stays (a run after an ablation is a new session).
-            let (show, contrib) = lab(ctx).map_or((Show::Maps, false), |l| (l.show, l.contrib));
+            let (show, contrib, writers) = lab(ctx).map_or_else(
+                || (Show::Maps, false, Writers::default()),
+                |l| (l.show, l.contrib, l.writers.clone()),
+            );
             ctx.views.set(
                 ViewKind::Model,
                 ModelLab {
@@ -264,6 +285,7 @@ impl View for ModelView {
                     show,
                     contrib,
                     rollout: [None, None],
+                    writers,
                 },
             );
         }
@@ -301,6 +323,32 @@ impl View for ModelView {
                     ctx.request = Some(Request::KeepContributions);
                 }
                 derive(ctx);
+            }
+            Action::ViewCommand(CMD_WRITERS) => {
+                let Some(model) = ctx.source.session().map(writers::model_key) else {
+                    return;
+                };
+                let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) else {
+                    return;
+                };
+                let w = &mut l.writers;
+                w.shown = !w.shown;
+                if w.shown && (w.model != model || w.state == WritersState::None) {
+                    w.model = model;
+                    w.state = WritersState::Pending;
+                }
+            }
+            Action::Composition(report) => {
+                let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) else {
+                    return;
+                };
+                let w = &mut l.writers;
+                if w.model == report.model && w.state == WritersState::Pending {
+                    w.state = match report.scores {
+                        Ok(s) => WritersState::Ready(s),
+                        Err(e) => WritersState::Failed(e),
+                    };
+                }
             }
             Action::ViewCommand(CMD_ABLATE) => {
                 ctx.request = Some(Request::Ablate {
@@ -349,7 +397,11 @@ impl View for ModelView {
                 rollout::render(ctx, s, m, lab(ctx).and_then(|l| l.rollout(m)), main, buf)
             }
         }
-        effects::render(ctx, s, foot, buf);
+        if lab(ctx).is_some_and(|l| l.writers.shown) && foot.height == writers::HEIGHT {
+            writers::render(ctx, foot, buf);
+        } else {
+            effects::render(ctx, s, foot, buf);
+        }
     }
 
     fn hit_test(&self, ctx: &Context, area: Rect, x: u16, y: u16) -> Option<Hit> {
