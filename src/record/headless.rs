@@ -137,11 +137,26 @@ impl Recording {
 /// (a step begins, an animation shows its next tile or token), a marker where each step
 /// begins.
 pub fn play_through(scene: &Scene, opts: &HeadlessOptions) -> Result<Recording> {
+    play_watching(scene, opts, |_, _| {})
+}
+
+/// [`play_through`] that also shows `on_step` the app's state as each step begins (its
+/// index from 0), so a test can check what the step quoted from the same play it records.
+pub fn play_watching(
+    scene: &Scene,
+    opts: &HeadlessOptions,
+    on_step: impl FnMut(usize, &State),
+) -> Result<Recording> {
     let mut frames = Vec::new();
-    let played = play_each(scene, opts, |f| {
-        frames.push(f.clone());
-        Ok(())
-    })?;
+    let played = play_inner(
+        scene,
+        opts,
+        |f| {
+            frames.push(f.clone());
+            Ok(())
+        },
+        on_step,
+    )?;
     Ok(Recording {
         cols: opts.size.cols,
         rows: opts.size.rows,
@@ -167,7 +182,16 @@ pub struct Played {
 pub fn play_each(
     scene: &Scene,
     opts: &HeadlessOptions,
+    each: impl FnMut(&Frame) -> Result<()>,
+) -> Result<Played> {
+    play_inner(scene, opts, each, |_, _| {})
+}
+
+fn play_inner(
+    scene: &Scene,
+    opts: &HeadlessOptions,
     mut each: impl FnMut(&Frame) -> Result<()>,
+    mut on_step: impl FnMut(usize, &State),
 ) -> Result<Played> {
     let mut player = Headless::new(scene, opts, true)?;
     let mut last: Option<Frame> = None;
@@ -180,6 +204,7 @@ pub fn play_each(
         if index != shown {
             if let Some(k) = index {
                 markers.push((now_ms, marker_label(scene, k)));
+                on_step(k, player.state());
             }
             shown = index;
         }

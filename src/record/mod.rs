@@ -27,8 +27,8 @@ use crate::scene;
 use crate::tui::{AppOptions, ScriptOptions};
 
 pub use headless::{
-    Frame, Headless, HeadlessOptions, Played, Recording, cast, play_each, play_through, record,
-    still,
+    Frame, Headless, HeadlessOptions, Played, Recording, cast, play_each, play_through,
+    play_watching, record, still,
 };
 
 /// Speeds `--speed` accepts: slower than a tenth or faster than 16x is not a lesson.

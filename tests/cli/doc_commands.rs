@@ -255,9 +255,11 @@ fn every_shown_command_parses_and_the_headless_ones_run() {
         );
     }
     let dir = scratch(&models);
+    // A command shown on two pages runs once.
+    let mut seen = std::collections::HashSet::new();
     let to_run: Vec<&Shown> = shown
         .iter()
-        .filter(|s| runnable(&s.args, models_here).is_ok())
+        .filter(|s| runnable(&s.args, models_here).is_ok() && seen.insert(&s.args))
         .collect();
     // Two at a time: most of the time is each process loading a model.
     let failed = std::sync::Mutex::new(Vec::new());

@@ -6,7 +6,11 @@
 
 use attnviz::cli::{Lang, TermSize};
 use attnviz::record::palette::Defaults;
-use attnviz::record::{HeadlessOptions, animated_svg, cast, gif, play_through, still};
+use std::sync::OnceLock;
+
+use attnviz::record::{
+    HeadlessOptions, Recording, animated_svg, cast, gif, play_through, play_watching, still,
+};
 use attnviz::scene::{self, Condition};
 use attnviz::train::{AdamW, EvalRecord, ModelShape, Source, TrainConfig, Trainer};
 use attnviz::tui::keymap::action_for;
@@ -215,49 +219,57 @@ fn lesson_options(lang: Lang) -> HeadlessOptions {
     }
 }
 
-/// The lesson's steps as shown, each with the run's last evaluation when it began, and
-/// the run's whole history.
 /// Each step shown: its index, the evaluation it quoted, whether the run had ended, and
 /// its narration.
 type Shown = Vec<(usize, EvalRecord, bool, String)>;
 
-fn play_lesson(lang: Lang) -> (Shown, Vec<EvalRecord>) {
+/// The lesson played once per language for every test here (its run trains 500 steps):
+/// the recording, the steps as shown, and the run's whole history.
+struct Played {
+    recording: Recording,
+    shown: Shown,
+    history: Vec<EvalRecord>,
+}
+
+fn played(lang: Lang) -> &'static Played {
+    static EN: OnceLock<Played> = OnceLock::new();
+    static ZH: OnceLock<Played> = OnceLock::new();
+    let cell = match lang {
+        Lang::En => &EN,
+        Lang::Zh => &ZH,
+    };
+    cell.get_or_init(|| play_lesson(lang))
+}
+
+fn play_lesson(lang: Lang) -> Played {
     let scene = scene::builtin("induction-heads").unwrap();
-    let mut p =
-        attnviz::record::headless::Headless::new(&scene, &lesson_options(lang), true).unwrap();
     let mut shown = Vec::new();
-    let mut last = None;
-    loop {
-        let k = p.step_index();
-        if k != last {
-            let s = p.state();
-            let l = the_lab(s);
-            shown.push((
-                k.unwrap(),
-                *l.snapshot.history.last().unwrap(),
-                l.done(),
-                s.narration_text(),
-            ));
-            last = k;
-        }
-        let Some(wait) = p.next_change_in_ms() else {
-            break;
-        };
-        p.tick(wait.max(1));
+    let mut history = Vec::new();
+    let recording = play_watching(&scene, &lesson_options(lang), |k, s| {
+        let l = the_lab(s);
+        shown.push((
+            k,
+            *l.snapshot.history.last().unwrap(),
+            l.done(),
+            s.narration_text(),
+        ));
+        history = l.snapshot.history.clone();
+    })
+    .unwrap();
+    let (_, _, done, _) = shown.last().unwrap();
+    assert!(*done, "the lesson trains its run to the end");
+    Played {
+        recording,
+        shown,
+        history,
     }
-    let history = the_lab(p.state()).snapshot.history.clone();
-    assert!(
-        the_lab(p.state()).done(),
-        "the lesson trains its run to the end"
-    );
-    (shown, history)
 }
 
 #[test]
 fn the_lesson_narrates_what_its_run_does() {
     let scene = scene::builtin("induction-heads").unwrap();
     for lang in [Lang::En, Lang::Zh] {
-        let (shown, history) = play_lesson(lang);
+        let Played { shown, history, .. } = played(lang);
         let shown_steps: Vec<usize> = shown.iter().map(|s| s.0).collect();
         for (i, step) in scene.steps.iter().enumerate() {
             match (&step.when, shown.iter().find(|s| s.0 == i)) {
@@ -294,10 +306,20 @@ fn the_lesson_narrates_what_its_run_does() {
 
 #[test]
 fn the_lesson_records_the_same_bytes_twice_in_every_format() {
-    let scene = scene::builtin("induction-heads").unwrap();
+    // Twice on the lesson as written but a 75-step run: the same code, a fifth of the
+    // training.
+    let src = include_str!("../../scenes/induction-heads.toml");
+    assert_eq!(src.matches("steps = 500").count(), 1);
+    let short = attnviz::scene::parse(
+        "induction-heads",
+        "induction-heads.toml",
+        &src.replace("steps = 500", "steps = 75"),
+    )
+    .unwrap();
     let o = lesson_options(Lang::Zh);
-    let a = play_through(&scene, &o).unwrap();
-    let b = play_through(&scene, &o).unwrap();
+    let a = play_through(&short, &o).unwrap();
+    let b = play_through(&short, &o).unwrap();
+    assert!(a.frames.len() > 2, "{} frames", a.frames.len());
     assert_eq!(cast(&a).unwrap(), cast(&b).unwrap());
     assert_eq!(
         animated_svg::svg(&a, Defaults::DARK),
@@ -307,13 +329,19 @@ fn the_lesson_records_the_same_bytes_twice_in_every_format() {
         gif::gif(&a, Defaults::LIGHT, None).unwrap().bytes,
         gif::gif(&b, Defaults::LIGHT, None).unwrap().bytes
     );
+    let last = still::text(&a.frames.last().unwrap().screen);
+    assert!(last.contains("75 / 75"), "{last}");
+
+    // The whole lesson's recording.
+    let scene = scene::builtin("induction-heads").unwrap();
+    let full = &played(Lang::Zh).recording;
     // The curve moves: the run's frames differ beyond the narration.
     assert!(
-        a.frames.len() > scene.steps.len(),
+        full.frames.len() > scene.steps.len(),
         "{} frames",
-        a.frames.len()
+        full.frames.len()
     );
-    let last = still::text(&a.frames.last().unwrap().screen);
+    let last = still::text(&full.frames.last().unwrap().screen);
     assert!(last.contains("500 / 500"), "{last}");
     // The curve marks where each kind of head passed the circuit score.
     assert!(last.contains("prev-token ≥ 0.3"), "{last}");
