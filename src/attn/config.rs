@@ -112,8 +112,8 @@ pub struct BigBird {
     pub block: usize,
 }
 
-/// Mask kinds: `none`, `causal`, `window:W`, `padding:L1,L2,..`, `bigbird[:w,g,r[,block]]`,
-/// `file:PATH.npy`.
+/// Mask kinds: `none`, `causal`, `window:W`, `window:W,S`, `padding:L1,L2,..`,
+/// `bigbird[:w,g,r[,block]]`, `file:PATH.npy`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum MaskKind {
     #[default]
@@ -122,6 +122,13 @@ pub enum MaskKind {
     Causal,
     /// Causal sliding window: query i' sees keys i' - W < j <= i'.
     Window(usize),
+    /// The causal sliding window plus the first `sinks` keys, always visible
+    /// (StreamingLLM's attention sinks, Xiao et al. 2023): query i' sees keys j <= i' with
+    /// j > i' - W or j < S. `window:W,0` parses as `window:W`, so `sinks` is >= 1.
+    WindowSinks {
+        window: usize,
+        sinks: usize,
+    },
     /// Valid key lengths, one per batch entry.
     Padding(Vec<usize>),
     BigBird(BigBird),
@@ -134,7 +141,7 @@ impl MaskKind {
         match self {
             MaskKind::None => "none",
             MaskKind::Causal => "causal",
-            MaskKind::Window(_) => "window",
+            MaskKind::Window(_) | MaskKind::WindowSinks { .. } => "window",
             MaskKind::Padding(_) => "padding",
             MaskKind::BigBird(_) => "bigbird",
             MaskKind::File(_) => "file",
@@ -148,6 +155,7 @@ impl fmt::Display for MaskKind {
             MaskKind::None => f.write_str("none"),
             MaskKind::Causal => f.write_str("causal"),
             MaskKind::Window(w) => write!(f, "window:{w}"),
+            MaskKind::WindowSinks { window, sinks } => write!(f, "window:{window},{sinks}"),
             MaskKind::Padding(ls) => {
                 let ls: Vec<String> = ls.iter().map(|l| l.to_string()).collect();
                 write!(f, "padding:{}", ls.join(","))
@@ -183,8 +191,18 @@ impl FromStr for MaskKind {
         match (head.to_ascii_lowercase().as_str(), arg) {
             ("none", None) => Ok(MaskKind::None),
             ("causal", None) => Ok(MaskKind::Causal),
-            ("window", Some(w)) => Ok(MaskKind::Window(parse_count("window size W", w, 1)?)),
-            ("window", None) => Err("window needs a size: write window:W with W >= 1, e.g. window:4".into()),
+            ("window", Some(a)) => {
+                let (w, sinks) = match a.split_once(',') {
+                    Some((w, s)) => (w, parse_count("window sinks S", s, 0)?),
+                    None => (a, 0),
+                };
+                let window = parse_count("window size W", w, 1)?;
+                Ok(match sinks {
+                    0 => MaskKind::Window(window),
+                    sinks => MaskKind::WindowSinks { window, sinks },
+                })
+            }
+            ("window", None) => Err("window needs a size: write window:W with W >= 1, e.g. window:4, or window:W,S to keep the first S keys visible too".into()),
             ("padding", Some(ls)) => {
                 let lens = ls
                     .split(',')
@@ -217,7 +235,7 @@ impl FromStr for MaskKind {
             ("file", _) => Err("file mask needs a path: write file:PATH.npy".into()),
             ("none" | "causal", Some(_)) => Err(format!("mask '{head}' takes no ':' argument")),
             _ => Err(format!(
-                "unknown mask '{s}'; expected none, causal, window:W, padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy"
+                "unknown mask '{s}'; expected none, causal, window:W[,S], padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy"
             )),
         }
     }
@@ -233,6 +251,7 @@ mod tests {
             "none",
             "causal",
             "window:4",
+            "window:6,1",
             "padding:5,3",
             "bigbird:1,1,1,1",
             "file:m.npy",
@@ -262,6 +281,26 @@ mod tests {
                 .parse::<MaskKind>()
                 .unwrap_err()
                 .contains("padding length")
+        );
+        assert!(
+            "window:6,x"
+                .parse::<MaskKind>()
+                .unwrap_err()
+                .contains("window sinks S")
+        );
+        assert!(
+            "window:0,1"
+                .parse::<MaskKind>()
+                .unwrap_err()
+                .contains("window size W")
+        );
+        assert_eq!("window:6,0".parse(), Ok(MaskKind::Window(6)));
+        assert_eq!(
+            "window:6,1".parse(),
+            Ok(MaskKind::WindowSinks {
+                window: 6,
+                sinks: 1
+            })
         );
     }
 

@@ -3,7 +3,7 @@
 //! A [`Mask`] is a [`MaskKind`] resolved against concrete shapes (batch, heads, Nq, Nk).
 //! Everything about which query sees which key lives here, so every path agrees:
 //! causal and window are bottom-right aligned (query i stands at position
-//! i' = i + Nk - Nq), padding masks keys j >= L_b, BigBird is a seeded block pattern,
+//! i' = i + Nk - Nq), a window may keep its first S keys visible (attention sinks), padding masks keys j >= L_b, BigBird is a seeded block pattern,
 //! and a file mask is either a 0/1 keep-mask or additive biases.
 
 use std::ops::Range;
@@ -36,7 +36,11 @@ pub enum TileClass {
 enum Rule {
     None,
     Causal,
-    Window(usize),
+    /// Keys i' - w < j <= i', and j < sinks with j <= i'.
+    Window {
+        w: usize,
+        sinks: usize,
+    },
     Padding(Vec<usize>),
     /// allowed[query block, key block]; query blocks count from position 0 (i').
     Blocks {
@@ -52,6 +56,35 @@ enum Rule {
         /// The largest |shift|.
         max_shift: f64,
     },
+}
+
+/// The keys one query row sees under a band mask (none, causal, window, padding): the
+/// keys in `keys`, and those below `sinks` that come before `keys.end` (a window's
+/// attention sinks; 0 for the other masks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    pub keys: Range<usize>,
+    pub sinks: usize,
+}
+
+impl Band {
+    pub fn contains(&self, j: usize) -> bool {
+        j < self.keys.end && (j >= self.keys.start || j < self.sinks)
+    }
+
+    /// The sinks the row sees outside `keys`: 0..min(sinks, keys.start).
+    pub fn sink_keys(&self) -> Range<usize> {
+        0..self.sinks.min(self.keys.start)
+    }
+
+    /// The smallest range holding every key the row sees.
+    pub fn span(&self) -> Range<usize> {
+        if self.sink_keys().is_empty() {
+            self.keys.clone()
+        } else {
+            0..self.keys.end
+        }
+    }
 }
 
 /// A mask resolved for one problem shape.
@@ -79,12 +112,16 @@ impl Mask {
         let rule = match kind {
             MaskKind::None => Rule::None,
             MaskKind::Causal => Rule::Causal,
-            MaskKind::Window(0) => {
+            MaskKind::Window(0) | MaskKind::WindowSinks { window: 0, .. } => {
                 return Err(Error::usage(
                     "--mask window:0 sees no key at all; W must be >= 1",
                 ));
             }
-            MaskKind::Window(w) => Rule::Window(*w),
+            MaskKind::Window(w) => Rule::Window { w: *w, sinks: 0 },
+            MaskKind::WindowSinks { window, sinks } => Rule::Window {
+                w: *window,
+                sinks: *sinks,
+            },
             MaskKind::Padding(lens) => {
                 if lens.len() != batch {
                     return Err(Error::usage(format!(
@@ -161,7 +198,7 @@ impl Mask {
         let seen = match &self.rule {
             Rule::None => true,
             Rule::Causal => j_ <= p,
-            Rule::Window(w) => j_ <= p && j_ > p - *w as isize,
+            Rule::Window { w, sinks } => j_ <= p && (j_ > p - *w as isize || j < *sinks),
             Rule::Padding(lens) => j < lens[b],
             Rule::Blocks { block, allowed } => p >= 0 && allowed[[p as usize / block, j / block]],
             Rule::Additive { biases: a, .. } => {
@@ -208,19 +245,31 @@ impl Mask {
         }
     }
 
-    /// The keys that row `i` of batch entry `b` sees, as one range, for the masks that are
-    /// a band (none, causal, window, padding); None for block-sparse and file masks.
-    /// Agrees with [`Mask::bias`]: 0 inside the range, -inf outside. The kernel uses it
-    /// to mask a tile lane-wise instead of element by element.
-    pub fn visible_keys(&self, b: usize, i: usize) -> Option<Range<usize>> {
+    /// The keys that row `i` of batch entry `b` sees, as a [`Band`], for the masks that
+    /// are a band (none, causal, window, padding); None for block-sparse and file masks.
+    /// Agrees with [`Mask::bias`]: 0 for the keys the band holds, -inf for the others.
+    /// The kernel uses it to mask a tile lane-wise instead of element by element.
+    pub fn band(&self, b: usize, i: usize) -> Option<Band> {
         let p = self.query_pos(i);
         let clamp = |x: isize| x.clamp(0, self.n_k as isize) as usize;
+        let keys = match &self.rule {
+            Rule::None => 0..self.n_k,
+            Rule::Causal => 0..clamp(p + 1),
+            Rule::Window { w, .. } => clamp(p + 1 - *w as isize)..clamp(p + 1),
+            Rule::Padding(lens) => 0..lens[b],
+            Rule::Blocks { .. } | Rule::Additive { .. } => return None,
+        };
+        Some(Band {
+            keys,
+            sinks: self.sinks(),
+        })
+    }
+
+    /// The first keys a window keeps visible to every later query (0 for the other masks).
+    pub fn sinks(&self) -> usize {
         match &self.rule {
-            Rule::None => Some(0..self.n_k),
-            Rule::Causal => Some(0..clamp(p + 1)),
-            Rule::Window(w) => Some(clamp(p + 1 - *w as isize)..clamp(p + 1)),
-            Rule::Padding(lens) => Some(0..lens[b]),
-            Rule::Blocks { .. } | Rule::Additive { .. } => None,
+            Rule::Window { sinks, .. } => *sinks,
+            _ => 0,
         }
     }
 
@@ -251,11 +300,16 @@ impl Mask {
                     TileClass::Partial
                 }
             }
-            Rule::Window(w) => {
-                let w = *w as isize;
-                if c0 > r1 || c1 <= r0 - w {
+            Rule::Window { w, sinks } => {
+                let (w, s) = (*w as isize, *sinks as isize);
+                // Some pair is a sink when the tile's first key is one and some row reaches it.
+                let sink_seen = c0 < s && c0 <= r1;
+                // Every pair seen: all keys causal for every row, and each key a sink or,
+                // from the first non-sink key on, inside every row's window.
+                let all_seen = c1 <= r0 && (c1 < s || c0.max(s) > r1 - w);
+                if c0 > r1 || (c1 <= r0 - w && !sink_seen) {
                     TileClass::Empty
-                } else if c1 <= r0 && c0 > r1 - w {
+                } else if all_seen {
                     TileClass::Full
                 } else {
                     TileClass::Partial
@@ -421,6 +475,10 @@ mod tests {
             "none",
             "causal",
             "window:3",
+            "window:3,1",
+            "window:2,3",
+            "window:1,5",
+            "window:9,2",
             "bigbird:1,1,1,2",
             "bigbird:0,1,2,3",
             "bigbird:1,0,1,1",
@@ -441,25 +499,58 @@ mod tests {
     }
 
     #[test]
-    fn visible_keys_agree_with_bias() {
-        for kind in ["none", "causal", "window:1", "window:3", "padding:4,0"] {
+    fn bands_agree_with_bias() {
+        for kind in [
+            "none",
+            "causal",
+            "window:1",
+            "window:3",
+            "window:1,1",
+            "window:3,2",
+            "window:2,6",
+            "padding:4,0",
+        ] {
             for (nq, nk) in [(7, 7), (5, 9), (9, 5)] {
                 let m = Mask::resolve(&kind.parse().unwrap(), 2, 1, nq, nk.max(4)).unwrap();
                 for b in 0..2 {
                     for i in 0..nq {
-                        let keys = m.visible_keys(b, i).unwrap();
+                        let band = m.band(b, i).unwrap();
+                        let span = band.span();
                         for j in 0..m.n_k() {
+                            let seen = !m.is_masked(b, 0, i, j);
+                            let at = format!("{kind} {nq}x{nk} b{b} ({i},{j})");
+                            assert_eq!(seen, band.contains(j), "{at}");
                             assert_eq!(
-                                !m.is_masked(b, 0, i, j),
-                                keys.contains(&j),
-                                "{kind} {nq}x{nk} b{b} ({i},{j})"
+                                seen,
+                                band.keys.contains(&j) || band.sink_keys().contains(&j),
+                                "{at}"
                             );
+                            assert!(!seen || span.contains(&j), "{at}");
                         }
                     }
                 }
             }
         }
-        assert!(mask("bigbird:1,1,1,2", 4, 4).visible_keys(0, 0).is_none());
+        assert!(mask("bigbird:1,1,1,2", 4, 4).band(0, 0).is_none());
+    }
+
+    #[test]
+    fn a_window_with_sinks_keeps_the_first_keys_in_sight() {
+        let m = mask("window:2,1", 6, 6);
+        let seen: Vec<usize> = (0..6).filter(|&j| !m.is_masked(0, 0, 4, j)).collect();
+        assert_eq!(seen, vec![0, 3, 4]);
+        // Query 0 sees only itself: the sinks stay causal.
+        let first: Vec<usize> = (0..6).filter(|&j| !m.is_masked(0, 0, 0, j)).collect();
+        assert_eq!(first, vec![0]);
+        // As many sinks as keys, or a window as long as the sequence, is the causal mask.
+        let causal = mask("causal", 6, 6).bias_matrix(0, 0);
+        assert_eq!(mask("window:1,6", 6, 6).bias_matrix(0, 0), causal);
+        assert_eq!(mask("window:6,2", 6, 6).bias_matrix(0, 0), causal);
+        // Tiles beyond the window are still skipped; the one holding the sink is not.
+        let m = mask("window:4,1", 32, 32);
+        assert_eq!(m.tile_class(0, 0, 24..32, 0..8), TileClass::Partial);
+        assert_eq!(m.tile_class(0, 0, 24..32, 8..16), TileClass::Empty);
+        assert_eq!(m.tile_class(0, 0, 24..32, 0..1), TileClass::Full);
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub struct TuiArgs {
     /// Position encoding: none, sinusoidal, learned, rope[:base], alibi.
     #[arg(long, value_name = "KIND")]
     pub pe: Option<PeKind>,
-    /// Mask: none, causal, window:W, padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy.
+    /// Mask: none, causal, window:W[,S], padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy.
     #[arg(long, value_name = "KIND")]
     pub mask: Option<MaskKind>,
     /// Language of the narration.
@@ -206,7 +206,8 @@ pub struct ComputeArgs {
     /// Where to write the log-sum-exp per row (Q's dtype and shape without its last axis).
     #[arg(long)]
     pub lse: Option<PathBuf>,
-    /// none, causal, window:W, padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy.
+    /// none, causal, window:W[,S] (sliding window, plus S first keys always visible),
+    /// padding:L1,L2,.., bigbird[:w,g,r], file:PATH.npy.
     #[arg(long, value_name = "KIND", default_value = "none")]
     pub mask: MaskKind,
     /// Add ALiBi biases (slopes per the ALiBi paper).

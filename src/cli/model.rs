@@ -51,7 +51,8 @@ pub struct ModelForwardArgs {
     /// Zero these heads' outputs before W_O: LAYER.HEAD,.. from 0 (e.g. 3.4,5.0).
     #[arg(long, value_name = "L.H,..", value_delimiter = ',', value_parser = layer_head)]
     pub ablate: Vec<(usize, usize)>,
-    /// Replace the model's own mask: none, causal, window:W, ...
+    /// Replace the model's own mask: none, causal, window:W, window:W,S (the first S keys
+    /// always visible too), ...
     #[arg(long, value_name = "KIND")]
     pub mask: Option<MaskKind>,
     /// Replace the model's RoPE base (RoPE models).

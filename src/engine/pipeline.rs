@@ -145,7 +145,7 @@ impl ModelConfig {
             )));
         }
         match &self.mask {
-            MaskKind::Window(0) => {
+            MaskKind::Window(0) | MaskKind::WindowSinks { window: 0, .. } => {
                 return Err(Error::usage(
                     "mask window:0 sees no key at all; W must be >= 1",
                 ));

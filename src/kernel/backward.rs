@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use super::backward_tile::{self, BwdScratch, KvBlock, QBlock, TileGrads};
 use super::buf::AlignedBuf;
 use super::tier::Tier;
-use super::tile::{Head, ScoresView};
+use super::tile::{self, Head, ScoresView};
 use super::transpose::transpose_scaled;
 use super::{KernelOptions, check_problem, check_range, default_threads, pool};
 use crate::engine::mask::TileClass;
@@ -461,7 +461,7 @@ impl HeadPack {
             l2: AlignedBuf::zeros(nb * ld),
             dd: AlignedBuf::zeros(nb * ld),
             qpos: AlignedBuf::zeros(nb * ld),
-            banded: head.mask.visible_keys(head.b, 0).is_some(),
+            banded: head.mask.band(head.b, 0).is_some(),
             band_lo: AlignedBuf::new(),
             band_hi: AlignedBuf::new(),
             band_union: Vec::new(),
@@ -512,23 +512,15 @@ impl HeadPack {
                     l2[r] = ((lse[i] as f64 - shift) * log2e) as f32;
                 }
             }
-            // The union of the bands; it stays empty if every row is fully masked.
-            let (mut first, mut last) = (usize::MAX, 0);
-            if p.banded {
+            // The union of the bands; empty if every row is fully masked (or no band).
+            let union = if p.banded {
                 let lo = &mut p.band_lo.as_mut_slice()[qb * ld..][..ld];
                 let hi = &mut p.band_hi.as_mut_slice()[qb * ld..][..ld];
-                for (r, i) in rows.clone().enumerate() {
-                    if let Some(keys) = head.mask.visible_keys(head.b, i) {
-                        lo[r] = keys.start as f32;
-                        hi[r] = keys.end as f32;
-                        if !keys.is_empty() {
-                            first = first.min(keys.start);
-                            last = last.max(keys.end);
-                        }
-                    }
-                }
-            }
-            p.band_union.push(first..last);
+                tile::fill_bands(head, rows.clone(), lo, hi)
+            } else {
+                0..0
+            };
+            p.band_union.push(union);
         }
         p
     }

@@ -144,6 +144,7 @@ pub(crate) fn backward_tile<S: Simd>(
             rows: qblk.rows.clone(),
             qpos: qblk.qpos,
             band: qblk.band,
+            sinks: head.mask.sinks(),
         };
         tile::apply_biases(s, head, &rows, pt, ld, cols.clone(), class);
     }

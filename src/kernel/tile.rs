@@ -87,10 +87,12 @@ pub struct BlockState {
     /// Query positions i' = i + Nk - Nq, for ALiBi.
     pub(crate) qpos: AlignedBuf,
     /// For band masks (none, causal, window, padding): the keys each row sees are
-    /// band_lo <= j < band_hi, so a Partial tile is masked lane-wise.
+    /// band_lo <= j < band_hi, and the keys j < `sinks` below band_hi (a window's
+    /// attention sinks), so a Partial tile is masked lane-wise.
     pub(crate) banded: bool,
     pub(crate) band_lo: AlignedBuf,
     pub(crate) band_hi: AlignedBuf,
+    pub(crate) sinks: usize,
     /// The union of the rows' bands: keys outside it are masked for the whole block.
     pub(crate) band: Range<usize>,
     /// Per row, the mask's row shift (a file mask's largest finite bias, subtracted from
@@ -272,26 +274,15 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
     for (r, p) in state.qpos.as_mut_slice().iter_mut().enumerate() {
         *p = (rows.start + r) as f32 + offset;
     }
-    state.banded = head.mask.visible_keys(head.b, rows.start).is_some();
+    state.banded = head.mask.band(head.b, rows.start).is_some();
+    state.sinks = head.mask.sinks();
     if state.banded {
         state.band_lo.resize_zeroed(ld);
         state.band_hi.resize_zeroed(ld);
         let (lo, hi) = (state.band_lo.as_mut_slice(), state.band_hi.as_mut_slice());
         // Padding rows see everything, so they stay finite.
         hi.fill(f32::INFINITY);
-        // The union of the bands; it stays empty if every row is fully masked.
-        let (mut first, mut last) = (usize::MAX, 0);
-        for (r, i) in rows.clone().enumerate() {
-            if let Some(keys) = head.mask.visible_keys(head.b, i) {
-                lo[r] = keys.start as f32;
-                hi[r] = keys.end as f32;
-                if !keys.is_empty() {
-                    first = first.min(keys.start);
-                    last = last.max(keys.end);
-                }
-            }
-        }
-        state.band = first..last;
+        state.band = fill_bands(head, rows.clone(), lo, hi);
     }
     state.shift.clear();
     if head.mask.max_row_shift() != 0.0 {
@@ -307,6 +298,30 @@ pub(crate) fn begin_block<S: Simd>(head: &Head<'_>, qb: usize, state: &mut Block
     state.alpha.as_mut_slice().fill(1.0);
     state.acc.resize_zeroed(ld * ldo);
     state.rows = rows;
+}
+
+/// Each row's band lo <= j < hi into `lo[r]`, `hi[r]` for the rows `rows` of a band mask
+/// (r from 0), and the union of the rows' spans (their sinks included), which stays empty
+/// if every row is fully masked.
+pub(crate) fn fill_bands(
+    head: &Head<'_>,
+    rows: Range<usize>,
+    lo: &mut [f32],
+    hi: &mut [f32],
+) -> Range<usize> {
+    let (mut first, mut last) = (usize::MAX, 0);
+    for (r, i) in rows.enumerate() {
+        if let Some(band) = head.mask.band(head.b, i) {
+            lo[r] = band.keys.start as f32;
+            hi[r] = band.keys.end as f32;
+            let span = band.span();
+            if !span.is_empty() {
+                first = first.min(span.start);
+                last = last.max(span.end);
+            }
+        }
+    }
+    first..last
 }
 
 /// Process tile (Q_i, K_j) for the columns `cols`, which the mask classed `class`
@@ -424,6 +439,7 @@ fn add_biases<S: Simd>(
         band: state
             .banded
             .then(|| (state.band_lo.as_slice(), state.band_hi.as_slice())),
+        sinks: state.sinks,
     };
     apply_biases(s, head, &rows, st, ld, cols.clone(), class);
     let tmax = scr.tmax.as_mut_slice();
@@ -439,11 +455,13 @@ fn add_biases<S: Simd>(
 
 /// What the bias code needs to know about a query block's rows: their absolute range,
 /// their positions on the key axis (for ALiBi) and, for band masks, each row's band
-/// band_lo <= j < band_hi (`ld` values each, padding rows seeing everything).
+/// band_lo <= j < band_hi (`ld` values each, padding rows seeing everything) and the
+/// sinks j < `sinks` every row sees below its band_hi.
 pub(crate) struct RowBias<'a> {
     pub rows: Range<usize>,
     pub qpos: &'a [f32],
     pub band: Option<(&'a [f32], &'a [f32])>,
+    pub sinks: usize,
 }
 
 /// Add ALiBi (lane-wise) and the mask (Partial tiles only: lane-wise for band masks,
@@ -482,6 +500,14 @@ pub(crate) fn apply_biases<S: Simd>(
         for (jj, j) in cols.clone().enumerate() {
             let key = s.splat_f32s(j as f32);
             let (rv, _) = S::as_mut_simd_f32s(&mut st[jj * ld..][..ld]);
+            if j < rows.sinks {
+                // A sink: seen by every row whose band reaches past it.
+                for (x, &hi) in rv.iter_mut().zip(hi) {
+                    let outside = s.greater_than_or_equal_f32s(key, hi);
+                    *x = s.select_f32s(outside, ninf, *x);
+                }
+                continue;
+            }
             for ((x, &lo), &hi) in rv.iter_mut().zip(lo).zip(hi) {
                 let outside = s.or_m32s(
                     s.less_than_f32s(key, lo),

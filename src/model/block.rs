@@ -600,17 +600,24 @@ fn display_weights(
                 row.fill(0.0);
                 continue;
             }
-            match mask.visible_keys(0, i) {
+            match mask.band(0, i) {
                 Some(vis) => {
-                    // Inside the band: 2^((scale s - lse) log2 e) on the kernel's tier.
-                    let (lo, hi) = (vis.start.min(n_k), vis.end.clamp(vis.start.min(n_k), n_k));
-                    row[..lo].fill(0.0);
+                    // Inside the band and its sinks: 2^((scale s - lse) log2 e) on the
+                    // kernel's tier; 0 elsewhere.
+                    let (lo, hi) = (
+                        vis.keys.start.min(n_k),
+                        vis.keys.end.clamp(vis.keys.start.min(n_k), n_k),
+                    );
+                    let sinks = vis.sink_keys().end.min(lo);
+                    row[sinks..lo].fill(0.0);
                     row[hi..].fill(0.0);
-                    let band = &mut row[lo..hi];
-                    for s in band.iter_mut() {
-                        *s = (scale * *s - l) * std::f32::consts::LOG2_E;
+                    for part in [0..sinks, lo..hi] {
+                        let band = &mut row[part];
+                        for s in band.iter_mut() {
+                            *s = (scale * *s - l) * std::f32::consts::LOG2_E;
+                        }
+                        exp2_slice(tier, band);
                     }
-                    exp2_slice(tier, band);
                 }
                 None => {
                     for (j, s) in row.iter_mut().enumerate() {

@@ -112,10 +112,11 @@ pub fn lm_head_madds(cfg: &ModelConfig) -> u64 {
     (cfg.vocab * cfg.d_model) as u64
 }
 
-/// Keys the query at `pos` sees under `mask` (causal, or a window of W).
+/// Keys the query at `pos` sees under `mask` (causal, or a window of W, with S sinks).
 pub fn visible_keys(mask: &MaskKind, pos: usize) -> usize {
     match mask {
         MaskKind::Window(w) => (pos + 1).min(*w),
+        MaskKind::WindowSinks { window, sinks } => (pos + 1).min(window + sinks),
         _ => pos + 1,
     }
 }
@@ -378,6 +379,13 @@ mod tests {
         let w = step_cost(&c, &MaskKind::Window(2), 3, 4);
         assert_eq!(w.cached.attention, 2 * 4 * 2 * 4);
         assert_eq!(w.recompute.attention, 2 * 4 * 4 * (1 + 2 + 2 + 2));
+        // and a sink adds the first key once the window has left it
+        let sinks = MaskKind::WindowSinks {
+            window: 2,
+            sinks: 1,
+        };
+        let ws = step_cost(&c, &sinks, 3, 4);
+        assert_eq!(ws.recompute.attention, 2 * 4 * 4 * (1 + 2 + 3 + 3));
         // the prefill is the same either way
         let p = step_cost(&c, &MaskKind::Causal, 0, 4);
         assert_eq!(p.cached, p.recompute);

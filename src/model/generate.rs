@@ -51,7 +51,7 @@ pub struct Decoder<'m> {
 impl<'m> Decoder<'m> {
     /// A session with room for `capacity` tokens. The interventions of `opts` apply to
     /// every step (ablation, RoPE base, no positions); the mask must be causal or
-    /// `window:W`, the masks that a token-by-token decode can honour. `keep_attention`
+    /// `window:W[,S]`, the masks that a token-by-token decode can honour. `keep_attention`
     /// gives each step's attention rows; `trace_layer` and `logits` are not used (a step
     /// returns the last token's logits).
     pub fn new(
@@ -69,10 +69,10 @@ impl<'m> Decoder<'m> {
         }
         for m in &prep.masks {
             match m {
-                MaskKind::Causal | MaskKind::Window(_) => {}
+                MaskKind::Causal | MaskKind::Window(_) | MaskKind::WindowSinks { .. } => {}
                 other => {
                     return Err(Error::usage(format!(
-                        "generation takes a causal or window:W mask; '{other}' would let a token see keys that decoding has not produced yet or that change with the length"
+                        "generation takes a causal, window:W or window:W,S mask; '{other}' would let a token see keys that decoding has not produced yet or that change with the length"
                     )));
                 }
             }

@@ -53,7 +53,7 @@ pub struct RawModel {
     pub seed: Option<Spanned<i64>>,
     /// `none`, `sinusoidal`, `learned`, `rope[:base]`, `alibi`.
     pub pe: Option<Spanned<String>>,
-    /// `none`, `causal`, `window:W`, `padding:L1,..`, `bigbird[:w,g,r[,block]]`.
+    /// `none`, `causal`, `window:W[,S]`, `padding:L1,..`, `bigbird[:w,g,r[,block]]`.
     pub mask: Option<Spanned<String>>,
     /// Apply 1/sqrt(d_k) to the scores (default true).
     pub scale: Option<Spanned<bool>>,
@@ -107,7 +107,7 @@ pub struct RawIntervene {
     /// Heads `[layer, head]` (from 0) whose outputs are zeroed before W_O.
     #[serde(default)]
     pub ablate: Vec<Spanned<Vec<Spanned<i64>>>>,
-    /// Replaces the model's mask: `none`, `causal`, `window:W`.
+    /// Replaces the model's mask: `none`, `causal`, `window:W[,S]`.
     pub mask: Option<Spanned<String>>,
     /// Replaces the model's RoPE base.
     pub rope_base: Option<Spanned<f64>>,

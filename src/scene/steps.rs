@@ -377,14 +377,17 @@ impl Checker<'_, '_> {
                 }
                 if let Some(m) = &r.mask {
                     match m.get_ref().parse::<MaskKind>() {
-                        Ok(k @ (MaskKind::None | MaskKind::Causal | MaskKind::Window(_))) => {
-                            out.mask = Some(k)
-                        }
+                        Ok(
+                            k @ (MaskKind::None
+                            | MaskKind::Causal
+                            | MaskKind::Window(_)
+                            | MaskKind::WindowSinks { .. }),
+                        ) => out.mask = Some(k),
                         Ok(_) => {
                             self.p.on(
                                 m,
                                 field("intervene.mask"),
-                                "a trained model's mask can be replaced by none, causal or window:W (padding comes from [pretrained] pad_to)",
+                                "a trained model's mask can be replaced by none, causal, window:W or window:W,S (padding comes from [pretrained] pad_to)",
                             );
                             ok = false;
                         }

@@ -48,6 +48,8 @@ enum TestMask {
     None,
     Causal,
     Window(usize),
+    /// The window plus the first `.1` keys.
+    WindowSinks(usize, usize),
     Padding(Vec<usize>),
     /// Bias per (b or 0, h or 0, i, j), already additive (-inf for a dropped 0/1 cell).
     Bias(Array4<f64>),
@@ -61,6 +63,7 @@ impl TestMask {
             TestMask::None => true,
             TestMask::Causal => j_ <= p,
             TestMask::Window(w) => j_ <= p && j_ > p - *w as isize,
+            TestMask::WindowSinks(w, s) => j_ <= p && (j_ > p - *w as isize || j < *s),
             TestMask::Padding(l) => j < l[b],
             TestMask::Bias(a) => {
                 let bb = if a.dim().0 == 1 { 0 } else { b };
@@ -319,6 +322,17 @@ fn sliding_window() {
     let mut c = Case::new("window", 1, 2, 10, 8);
     c.mask_flag = Some("window:3".into());
     c.mask = TestMask::Window(3);
+    c.dv = 5;
+    run_case(&c, 4);
+}
+
+#[test]
+fn sliding_window_with_sinks() {
+    // 13 keys for 11 queries (bottom-right aligned): the first two stay in sight.
+    let mut c = Case::new("window sinks", 1, 2, 11, 8);
+    c.n_k = 13;
+    c.mask_flag = Some("window:3,2".into());
+    c.mask = TestMask::WindowSinks(3, 2);
     c.dv = 5;
     run_case(&c, 4);
 }

@@ -2,23 +2,15 @@
 //! 2 at once with a message naming the flag, and leaves every file as it was.
 
 use std::path::Path;
-use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin_cmd;
 
-/// `attnviz ARGS` exits 2 within 30 s with every needle in its message.
+use crate::support::measure;
+
+/// `attnviz ARGS` exits 2 within 15 s, under 1 GiB of memory, with every needle in its
+/// message.
 fn refused(args: &[&str], needles: &[&str]) -> String {
-    let out = cargo_bin_cmd!("attnviz")
-        .args(args)
-        .timeout(Duration::from_secs(30))
-        .assert()
-        .code(2);
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: message lacks {n:?}: {err}");
-    }
-    assert!(!err.contains("panicked"), "{err}");
-    err
+    measure::refused_within(args, needles, 15).stderr
 }
 
 #[test]

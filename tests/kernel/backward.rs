@@ -141,7 +141,12 @@ fn fixed(n_q: usize, n_k: usize, d: usize, dv: usize, mask: MaskChoice, alibi: b
 #[test]
 fn default_blocks_with_many_tiles_match() {
     // Several 64 x 64 tiles in both directions, none of them whole at the edges.
-    for mask in [MaskChoice::None, MaskChoice::Causal, MaskChoice::Window(70)] {
+    for mask in [
+        MaskChoice::None,
+        MaskChoice::Causal,
+        MaskChoice::Window(70),
+        MaskChoice::WindowSinks(70, 3),
+    ] {
         check_case(&fixed(200, 230, 64, 64, mask, true)).unwrap();
     }
     check_case(&fixed(131, 131, 100, 33, MaskChoice::Causal, false)).unwrap();

@@ -1,6 +1,6 @@
 //! Random attention problems for the kernel tests (forward in `kernel_vs_reference.rs`,
 //! backward in `kernel_backward.rs`): odd lengths and head dims (not multiples of the tile
-//! or the vector width), Nq != Nk, every mask kind (file masks written to a temporary
+//! or the vector width), Nq != Nk, every mask kind (windows with and without sinks, file masks written to a temporary
 //! .npy), ALiBi, GQA/MQA, random block sizes; inputs uniform in [-1, 1) from the case's
 //! seed.
 #![allow(dead_code)]
@@ -21,6 +21,8 @@ pub enum MaskChoice {
     None,
     Causal,
     Window(usize),
+    /// A window of W plus the first S keys (attention sinks).
+    WindowSinks(usize, usize),
     /// Valid length per batch entry, as a fraction of Nk in quarters (0 = fully masked).
     Padding(Vec<u8>),
     BigBird(BigBird),
@@ -65,6 +67,7 @@ pub fn band_mask() -> BoxedStrategy<MaskChoice> {
         Just(MaskChoice::None),
         Just(MaskChoice::Causal),
         (1usize..40).prop_map(MaskChoice::Window),
+        (1usize..40, 1usize..20).prop_map(|(w, s)| MaskChoice::WindowSinks(w, s)),
         proptest::collection::vec(0u8..=4, 2).prop_map(MaskChoice::Padding),
     ]
     .boxed()
@@ -209,6 +212,10 @@ pub fn problem(c: &Case) -> Problem {
         MaskChoice::None => MaskKind::None,
         MaskChoice::Causal => MaskKind::Causal,
         MaskChoice::Window(w) => MaskKind::Window(*w),
+        MaskChoice::WindowSinks(window, sinks) => MaskKind::WindowSinks {
+            window: *window,
+            sinks: *sinks,
+        },
         MaskChoice::Padding(f) => MaskKind::Padding(
             (0..c.batch)
                 .map(|b| c.n_k * f[b % f.len()] as usize / 4)

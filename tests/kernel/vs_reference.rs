@@ -199,9 +199,41 @@ fn fully_masked_rows_are_zero_with_lse_minus_inf() {
 fn causal_skips_are_exact_for_decode_shapes() {
     // One query against many keys (KV-cache decoding) and many queries against one key.
     for (n_q, n_k) in [(1, 300), (300, 1), (2, 257)] {
-        for mask in [MaskChoice::Causal, MaskChoice::Window(5), MaskChoice::None] {
+        for mask in [
+            MaskChoice::Causal,
+            MaskChoice::Window(5),
+            MaskChoice::WindowSinks(5, 3),
+            MaskChoice::None,
+        ] {
             check_case(&fixed(n_q, n_k, 64, 64, mask, false)).unwrap();
         }
+    }
+}
+
+#[test]
+fn a_window_with_sinks_never_skips_the_first_key_tile() {
+    // 64 x 64 tiles: the later query blocks' windows are far from key tile 0, which holds
+    // the sinks; and sinks that span a tile edge (70 > 64), with small odd tiles too.
+    for (w, s) in [(70, 1), (40, 3), (9, 70)] {
+        check_case(&fixed(
+            230,
+            230,
+            40,
+            24,
+            MaskChoice::WindowSinks(w, s),
+            w == 40,
+        ))
+        .unwrap();
+        let mut c = fixed(
+            61,
+            67,
+            17,
+            9,
+            MaskChoice::WindowSinks(w % 13 + 1, s % 11 + 1),
+            false,
+        );
+        (c.block_q, c.block_k) = (Some(7), Some(5));
+        check_case(&c).unwrap();
     }
 }
 

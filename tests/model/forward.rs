@@ -269,6 +269,24 @@ fn mask_override_window_and_none() {
             ..RefOpts::default()
         },
     );
+    let sinks = ForwardOptions {
+        mask: Some(MaskKind::WindowSinks {
+            window: 3,
+            sinks: 2,
+        }),
+        ..opts()
+    };
+    check(
+        "llama window:3,2",
+        &cfg,
+        &w,
+        &ids,
+        &sinks,
+        &RefOpts {
+            mask: Some(RefMask::WindowSinks(3, 2)),
+            ..RefOpts::default()
+        },
+    );
     let none = ForwardOptions {
         mask: Some(MaskKind::None),
         ..opts()

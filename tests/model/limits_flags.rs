@@ -9,20 +9,13 @@ use crate::support;
 
 use support::attnviz;
 use support::gguf::{Meta, Quant, Tiny, tiny_llama};
+use support::measure;
 
+/// `attnviz ARGS` exits 2 within 15 s, under 1 GiB of memory, with every needle in its
+/// message; its stdout and stderr.
 fn refused(args: &[&str], needles: &[&str]) -> (String, String) {
-    let out = attnviz()
-        .args(args)
-        .timeout(Duration::from_secs(60))
-        .assert()
-        .code(2);
-    let o = out.get_output();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: message lacks {n:?}: {err}");
-    }
-    assert!(!err.contains("panicked"), "{err}");
-    (String::from_utf8_lossy(&o.stdout).into_owned(), err)
+    let m = measure::refused_within(args, needles, 15);
+    (m.stdout, m.stderr)
 }
 
 fn as_refs(a: &[String]) -> Vec<&str> {
@@ -60,6 +53,49 @@ fn token_counts_past_the_context_are_refused() {
     refused(
         &["model", "run", &m, "--ids", "3,4", "--threads", "1000"],
         &["--threads", "1000", "MAX_THREADS"],
+    );
+}
+
+#[test]
+fn long_inputs_are_refused_or_run_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = tiny(dir.path());
+    // About 8,000 tokens of text, and 60,000 ids (near the 128 KiB one argument may hold).
+    let text = "the cat sat. ".repeat(2000);
+    let ids = vec!["3"; 60_000].join(",");
+    for cmd in [&["model", "run"][..], &["heads"]] {
+        let with = |flag: &str, value: &str| {
+            let mut a = cmd.to_vec();
+            a.extend([m.as_str(), flag, value]);
+            a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        };
+        refused(
+            &as_refs(&with("--text", &text)),
+            &["--text", "at most 1024"],
+        );
+        refused(
+            &as_refs(&with("--ids", &ids)),
+            &["--ids", "60000", "at most 1024"],
+        );
+    }
+    // A model whose context holds the 8,000 tokens: `model run` keeps one layer's weights
+    // at a time; `heads` would hold a layer's weights for every head, 1 GB, and says how
+    // many tokens fit instead.
+    let mut t = Tiny::new();
+    t.context = 8192;
+    let long = dir.path().join("long.gguf");
+    tiny_llama(t, Quant::Q8_0).write(&long);
+    let long = long.to_str().unwrap();
+    let r = measure::run(
+        &["model", "run", long, "--text", &text, "--json"],
+        Duration::from_secs(120),
+    );
+    eprintln!("{}", r.report());
+    assert_eq!(r.code, Some(0), "{}\n{}", r.report(), r.stderr);
+    measure::within(&r, 30);
+    refused(
+        &["heads", long, "--text", &text],
+        &["8002 tokens", "give at most"],
     );
 }
 

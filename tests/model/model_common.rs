@@ -210,6 +210,8 @@ pub enum RefMask {
     None,
     Causal,
     Window(usize),
+    /// The window plus the first `.1` tokens.
+    WindowSinks(usize, usize),
 }
 
 impl RefMask {
@@ -218,6 +220,7 @@ impl RefMask {
             RefMask::None => true,
             RefMask::Causal => j <= i,
             RefMask::Window(w) => j <= i && i - j < w,
+            RefMask::WindowSinks(w, s) => j <= i && (i - j < w || j < s),
         }
     }
 }

@@ -121,13 +121,28 @@ fn attention_sinks_says_what_the_model_and_the_screen_show() {
     let mut p = at(&s, 4);
     let ss = session(&p);
     assert_eq!(ss.options.mask, Some(MaskKind::Window(6)));
-    let (own, window) = losses(ss);
-    let (own, window) = (format!("{own:.3}"), format!("{window:.3}"));
+    let (o, w) = losses(ss);
+    let (own, window) = (format!("{o:.3}"), format!("{w:.3}"));
     assert!(screen(&mut p).contains(&format!("loss {own} -> {window}")));
     both_say(&s, 5, &[own.clone(), window.clone()]);
 
-    // Step 6: the same window with the first token kept visible, as `model run --mask
-    // file:` computes it; the narration's split of the rise follows from the three losses.
+    // Step 6: the same window with the first token kept visible (window:6,1), its loss on
+    // screen beside the model's own; the narration's split of step 5's rise follows from
+    // the three losses. `model run --mask window:6,1` gives the same loss, and so does
+    // `--mask file:` with the same keep-mask, masked element by element instead of as a
+    // band with a sink.
+    let mut p = at(&s, 5);
+    let ss = session(&p);
+    assert_eq!(
+        ss.options.mask,
+        Some(MaskKind::WindowSinks {
+            window: 6,
+            sinks: 1
+        })
+    );
+    let (o6, sink) = losses(ss);
+    assert_eq!(o6, o);
+    assert!(screen(&mut p).contains(&format!("loss {own} -> {sink:.3}")));
     let pre = s.pretrained().unwrap();
     let PretrainedInput::Text(sentence) = &pre.input else {
         panic!("attention-sinks reads a text")
@@ -149,28 +164,36 @@ fn attention_sinks_says_what_the_model_and_the_screen_show() {
         &ArrayD::from_shape_vec(IxDyn(&[n, n]), keep).unwrap(),
     )
     .unwrap();
-    let out = Command::cargo_bin("attnviz")
-        .unwrap()
-        .args(["model", "run", &pre.model, "--json", "--text"])
-        .arg(sentence)
-        .arg("--mask")
-        .arg(format!("file:{}", file.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let sink = json["loss"].as_f64().unwrap();
-    let (o, w): (f64, f64) = (own.parse().unwrap(), window.parse().unwrap());
+    let run_loss = |mask: String| {
+        let out = Command::cargo_bin("attnviz")
+            .unwrap()
+            .args(["model", "run", &pre.model, "--json", "--text"])
+            .arg(sentence)
+            .arg("--mask")
+            .arg(mask)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["loss"].as_f64().unwrap()
+    };
+    let file_loss = run_loss(format!("file:{}", file.display()));
+    assert!((file_loss - sink).abs() < 1e-4, "{file_loss} vs {sink}");
+    let cli_loss = run_loss("window:6,1".into());
+    assert!((cli_loss - sink).abs() < 1e-6, "{cli_loss} vs {sink}");
     assert!(o < sink && sink < w, "{o} {sink} {w}");
     both_say(
         &s,
         6,
         &[
+            "window:6,1".into(),
+            own.clone(),
             format!("{sink:.3}"),
+            window.clone(),
             format!("{:.2}", w - o),
             format!("{:.2}", w - sink),
         ],
@@ -180,7 +203,12 @@ fn attention_sinks_says_what_the_model_and_the_screen_show() {
     // attention over as many layers: 0.998 to 1.000.
     let mut p = at(&s, 6);
     let ss = session(&p);
-    assert!(ss.baseline.is_none());
+    assert!(ss.baseline.is_none() && ss.options.mask.is_none());
+    let (en, zh) = said(&s, 7);
+    assert!(
+        en.starts_with("The model is back as it was.") && zh.starts_with("模型恢复原样，"),
+        "{en} {zh}"
+    );
     let all: Vec<Vec<f32>> = (0..layers)
         .map(|l| {
             (0..heads)
@@ -200,11 +228,15 @@ fn attention_sinks_says_what_the_model_and_the_screen_show() {
     let col: Vec<f64> = (0..n).map(|i| u[i * n]).collect();
     let lo = col.iter().copied().fold(f64::MAX, f64::min);
     let hi = col.iter().copied().fold(f64::MIN, f64::max);
-    let (en, zh) = said(&s, 7);
     assert!(en.contains(&format!("{lo:.3} to {hi:.3}")), "{en} {col:?}");
     assert!(zh.contains(&format!("{lo:.3} 到 {hi:.3}")), "{zh} {col:?}");
     both_say(&s, 7, &[format!("{layers}")]);
-    assert!(screen(&mut p).contains(&format!("rollout over {layers} layers")));
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("rollout over {layers} layers")), "{t}");
+    assert!(
+        t.contains("mask causal") && t.contains(&format!("loss {own} nats/token")),
+        "{t}"
+    );
 }
 
 #[test]

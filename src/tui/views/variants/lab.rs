@@ -101,7 +101,7 @@ impl Settings {
         // A third of the sentence: narrow enough that the reach visibly grows.
         let third = n.div_ceil(3).max(2);
         let (window, bigbird) = match p.mask.kind() {
-            MaskKind::Window(w) => (*w, BIGBIRD_DEFAULT),
+            MaskKind::Window(w) | MaskKind::WindowSinks { window: w, .. } => (*w, BIGBIRD_DEFAULT),
             MaskKind::BigBird(b) => (third, *b),
             _ => (third, BIGBIRD_DEFAULT),
         };
