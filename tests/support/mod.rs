@@ -7,13 +7,15 @@
 //!   own serializer, plus tokenizer.json files;
 //! - [`vocab`]: a tiny byte-level BPE vocabulary (~300 tokens) and a WordPiece one;
 //! - [`headless`]: the options of headless recordings and stills;
-//! - [`soak`]: the time budget of the long soaks.
+//! - [`soak`]: the time budget of the long soaks;
+//! - [`screen`]: the app's screen as text, drawn headless.
 
 #![allow(dead_code)]
 
 pub mod gguf;
 pub mod headless;
 pub mod hf;
+pub mod screen;
 pub mod soak;
 pub mod vocab;
 
