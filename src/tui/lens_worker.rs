@@ -439,10 +439,12 @@ impl Driver {
         for a in reports {
             update(state, a);
         }
+        // One line: a run of the model or a decoding before what a view derives.
         let shown = self
             .running
             .iter()
-            .find(|r| r.what.stoppable() && !r.progress.stop.load(Ordering::Relaxed))
+            .filter(|r| r.what.stoppable() && !r.progress.stop.load(Ordering::Relaxed))
+            .min_by_key(|r| !matches!(r.what, What::Rerun { .. } | What::Decode { .. }))
             .map(|r| {
                 let secs = r.started.elapsed().as_secs_f64();
                 let done = r.progress.done.load(Ordering::Relaxed);
