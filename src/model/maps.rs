@@ -96,12 +96,19 @@ impl AttentionMaps {
 
     /// Row i of head h in `layer` into `out` [n] (zeros past the stored part).
     pub fn row_into(&self, layer: usize, h: usize, i: usize, out: &mut [f32]) {
+        let len = self.row_prefix_into(layer, h, i, out);
+        out[len..self.n].fill(0.0);
+    }
+
+    /// The stored part of row i of head h in `layer` into the start of `out`; returns
+    /// its length (the rest of the row is 0).
+    pub fn row_prefix_into(&self, layer: usize, h: usize, i: usize, out: &mut [f32]) -> usize {
         let lm = &self.layers[layer];
         let (start, len) = self.row_span(lm.lower, h, i);
         for (o, &q) in out[..len].iter_mut().zip(&lm.data[start..start + len]) {
             *o = decode(q);
         }
-        out[len..self.n].fill(0.0);
+        len
     }
 
     /// Row i of head h in `layer`, [n].

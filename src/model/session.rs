@@ -166,6 +166,12 @@ impl ModelSession {
     /// `mask`, `rope_base`, `no_pe`), compared with the model's own run: this model session's
     /// baseline if it has one, else this model session.
     pub fn intervened(&self, options: ForwardOptions) -> Result<ModelSession> {
+        self.run_as(options, false)
+    }
+
+    /// [`intervened`](ModelSession::intervened), keeping every layer's contributions too
+    /// if `contributions`.
+    fn run_as(&self, options: ForwardOptions, contributions: bool) -> Result<ModelSession> {
         let baseline = self.baseline.clone().unwrap_or_else(|| {
             Arc::new(Baseline {
                 top_next: self.top_next.clone(),
@@ -175,6 +181,9 @@ impl ModelSession {
             })
         });
         let mut s = self.unrun(options);
+        if contributions {
+            s.contributions = Some(AttentionMaps::default());
+        }
         s.run()?;
         let plain = s.options.same_interventions(&baseline.options);
         s.baseline = (!plain).then_some(baseline);
@@ -189,6 +198,21 @@ impl ModelSession {
         s.baseline = self.baseline.clone();
         s.run()?;
         Ok(s)
+    }
+
+    /// The same text run again with `options`, keeping every layer's contributions if
+    /// `contributions` or if this session keeps them: [`with_contributions`] when only
+    /// the contributions are new, else [`intervened`].
+    ///
+    /// [`with_contributions`]: ModelSession::with_contributions
+    /// [`intervened`]: ModelSession::intervened
+    pub fn again(&self, options: ForwardOptions, contributions: bool) -> Result<ModelSession> {
+        let keep = contributions && self.contributions.is_none();
+        if keep && options == self.options {
+            self.with_contributions()
+        } else {
+            self.run_as(options, keep)
+        }
     }
 
     /// A model session of the same text with `options`, not run yet: it keeps

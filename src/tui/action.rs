@@ -96,6 +96,8 @@ pub enum Action {
     CancelWork,
     /// The composition scores of a model's heads a worker computed for the model view.
     Composition(Box<CompositionReport>),
+    /// What a worker derived from a model session for the model or position view.
+    Derived(Box<DerivedReport>),
 }
 
 /// A value a worker made, compared by identity (the same allocation), so that an
@@ -125,13 +127,53 @@ pub enum WorkReport {
     Rerun {
         base: String,
         options: crate::model::forward::ForwardOptions,
+        /// It was asked to keep the contributions too.
+        contributions: bool,
         session: Result<Shared<crate::model::session::ModelSession>, String>,
+        /// The engine's pipeline of the new session's block `.0` (the layer on screen
+        /// when the run started), built by the worker too; None if it could not be.
+        pipeline: Option<(usize, Shared<crate::engine::pipeline::Pipeline>)>,
     },
     /// The decoding after the text of session `key`, or why it failed.
     Decoded {
         key: String,
         decoding: Result<Shared<crate::model::decode_steps::Decoding>, String>,
     },
+}
+
+/// What a worker derived from one model session (named by its address, see
+/// [`session_key`](crate::tui::views::model::session_key)) for a view.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DerivedReport {
+    /// Every head's scores of the session's weights or contributions, [layer * heads +
+    /// head], for the model view.
+    HeadScores {
+        session: usize,
+        measure: crate::model::session::Measure,
+        scores: Shared<Vec<crate::model::scores::HeadScores>>,
+    },
+    /// The rollout (n x n) of the session's weights or contributions, for the model view.
+    Rollout {
+        session: usize,
+        measure: crate::model::session::Measure,
+        rollout: Shared<Vec<f64>>,
+    },
+    /// The session's position encoding and the panels' matrices, for the position view
+    /// (`key` as the view names the session).
+    Position {
+        key: String,
+        data: Shared<PositionData>,
+    },
+}
+
+/// A real model's position encoding as the position view shows it.
+#[derive(Debug)]
+pub struct PositionData {
+    pub info: crate::model::positions::PositionInfo,
+    /// RoPE: cos(angle) [position x pair]; learned: the table's rows [position x dim].
+    pub table: Option<crate::engine::pipeline::Matrix>,
+    /// Learned: cosine similarity of the rows [position x position].
+    pub similarity: Option<crate::engine::pipeline::Matrix>,
 }
 
 /// The logit lens of a session's text, or why it could not be computed.

@@ -1,9 +1,11 @@
 //! Changing what the app shows the numbers of: a new source built by the engine (a
 //! failed build keeps the old pipeline and shows why), and a real model run again with
-//! other interventions. Both `update` and lesson playback change the model this way.
+//! other interventions (in place for lesson playback; `update` adopts the session a
+//! worker ran, with the pipeline it built).
 
+use crate::engine::pipeline::Pipeline;
 use crate::model::forward::ForwardOptions;
-use crate::model::session::{Measure, ModelSession};
+use crate::model::session::ModelSession;
 use crate::tui::state::{Source, State, StatusKind};
 use crate::tui::views;
 
@@ -12,13 +14,7 @@ use crate::tui::views;
 pub(crate) fn rebuild(state: &mut State, source: Source) -> bool {
     match source.build() {
         Ok(pipeline) => {
-            state.source = source;
-            state.pipeline = pipeline;
-            state.cache.clear();
-            state.clamp();
-            let view = views::current(state);
-            view.refresh(state);
-            state.clamp();
+            install(state, source, pipeline);
             true
         }
         Err(e) => {
@@ -26,6 +22,17 @@ pub(crate) fn rebuild(state: &mut State, source: Source) -> bool {
             false
         }
     }
+}
+
+/// Show `source` with its pipeline, built already.
+fn install(state: &mut State, source: Source, pipeline: Pipeline) {
+    state.source = source;
+    state.pipeline = pipeline;
+    state.cache.clear();
+    state.clamp();
+    let view = views::current(state);
+    view.refresh(state);
+    state.clamp();
 }
 
 /// Run the real model again with other interventions (same text, same layer); the
@@ -38,7 +45,7 @@ pub(crate) fn rerun(state: &mut State, options: ForwardOptions) -> bool {
         return true;
     }
     match session.intervened(options) {
-        Ok(new) => adopt(state, std::sync::Arc::new(new)),
+        Ok(new) => adopt(state, std::sync::Arc::new(new), None),
         Err(e) => {
             state.set_status(StatusKind::Error, e.to_string());
             false
@@ -47,8 +54,13 @@ pub(crate) fn rerun(state: &mut State, options: ForwardOptions) -> bool {
 }
 
 /// Show the model session `new` (the same text run again) in place of the current one,
-/// on the same layer; the cursor stays where it was.
-pub(crate) fn adopt(state: &mut State, new: std::sync::Arc<ModelSession>) -> bool {
+/// on the same layer, with `built`, that layer's pipeline if a worker built it already;
+/// the cursor stays where it was.
+pub(crate) fn adopt(
+    state: &mut State,
+    new: std::sync::Arc<ModelSession>,
+    built: Option<Pipeline>,
+) -> bool {
     let Source::Real { layer, .. } = &state.source else {
         return false;
     };
@@ -57,52 +69,16 @@ pub(crate) fn adopt(state: &mut State, new: std::sync::Arc<ModelSession>) -> boo
         layer: *layer,
     };
     let cursor = state.cursor;
-    let ok = rebuild(state, source);
+    let ok = match built {
+        Some(pipeline) => {
+            install(state, source, pipeline);
+            true
+        }
+        None => rebuild(state, source),
+    };
     if ok {
         state.cursor = cursor;
         state.clamp();
     }
     ok
-}
-
-/// Run the real model again keeping every layer's contributions (the first time a view
-/// shows them; a model session that has them is kept as it is). False (with the error on
-/// the status line) if it failed.
-pub(crate) fn keep_contributions(state: &mut State) -> bool {
-    let Source::Real { session, layer } = &state.source else {
-        return false;
-    };
-    if session.maps(Measure::Contributions).is_some() {
-        return true;
-    }
-    let layer = *layer;
-    match session.with_contributions() {
-        Ok(new) => {
-            let bytes = new.contributions.as_ref().map_or(0, |c| c.bytes());
-            let source = Source::Real {
-                session: std::sync::Arc::new(new),
-                layer,
-            };
-            let cursor = state.cursor;
-            let ok = rebuild(state, source);
-            if ok {
-                state.cursor = cursor;
-                state.clamp();
-                let size = if bytes >= 1_000_000 {
-                    format!("{:.1} MB", bytes as f64 / 1e6)
-                } else {
-                    format!("{:.1} kB", bytes as f64 / 1e3)
-                };
-                state.set_status(
-                    StatusKind::Info,
-                    format!("contributions of every layer kept ({size} beside the weights)"),
-                );
-            }
-            ok
-        }
-        Err(e) => {
-            state.set_status(StatusKind::Error, e.to_string());
-            false
-        }
-    }
 }

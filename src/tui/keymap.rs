@@ -521,9 +521,13 @@ pub fn action_for(state: &State, key: &KeyEvent) -> Option<Action> {
     }
 }
 
-/// Does the app wait for the model running again or for a decoding (which Esc stops)?
+/// Does the app wait for the model running again, a decoding, or what the model or
+/// position view derive from the model (which Esc stops)?
 pub fn working(state: &State) -> bool {
-    state.rerun.is_some() || views::decode::real::wanted(state).is_some()
+    state.rerun.is_some()
+        || views::decode::real::wanted(state).is_some()
+        || views::model::wanted(state).is_some()
+        || views::position::real::wanted(state).is_some()
 }
 
 /// Key label of a binding: all its keys joined by '/', arrows merged.

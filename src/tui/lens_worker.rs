@@ -1,12 +1,15 @@
 //! The event loop's side of the views and keys that wait for a long model computation:
 //! the logit lens (an unembedding per layer and position, seconds on a long text), the
 //! attribution (a forward pass), the decode view's decoding (a forward pass over the
-//! text and a step per new token) and the model run again with other heads ablated
-//! (`d`, `D`: a forward pass), and the model view's composition scores of every pair of
-//! heads (from the weights). A worker thread computes each and the result comes back
-//! as an action, so the screen never freezes; while the decoding or the run works, the
-//! screen shows a progress line and Esc stops it. Headless drivers (recordings, tests)
-//! compute them in place with [`run_pending`]. The state changes only through `update`.
+//! text and a step per new token), the model run again with other heads ablated (`d`,
+//! `D`) or keeping the contributions (`w`: a forward pass, and the pipeline of the layer
+//! on screen), the model view's scores of every head and its rollout (seconds over a
+//! 1,024-token text's 270 maps) and composition scores of every pair of heads (from the
+//! weights), and the position view's reading of the model's position encoding. A worker
+//! thread computes each and the result comes back as an action, so the screen never
+//! freezes; while the run, the decoding or a view's numbers are computed, the screen
+//! shows a progress line and Esc stops it. Headless drivers (recordings, tests) compute
+//! them in place with [`run_pending`]. The state changes only through `update`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,16 +24,18 @@ use crate::model::decode_steps::{APP_NEW_TOKENS, Decoding};
 use crate::model::forward::ForwardOptions;
 use crate::model::lens::{TextLens, text_lens};
 use crate::model::load::LoadedModel;
+use crate::model::session::Measure;
 use crate::model::session::ModelSession;
 use crate::tui::action::{
-    Action, AttributionReport, CompositionReport, LensReport, Shared, WorkReport,
+    Action, AttributionReport, CompositionReport, DerivedReport, LensReport, Shared, WorkReport,
 };
 use crate::tui::state::{Source, State};
 use crate::tui::update::update;
 use crate::tui::views::attribution;
 use crate::tui::views::decode::real as decode;
 use crate::tui::views::lens::{self, LensKey, TOP, final_top};
-use crate::tui::views::model::writers;
+use crate::tui::views::model::{self, Wanted, writers};
+use crate::tui::views::position::real as position;
 
 /// What a job computes.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,19 +46,32 @@ enum What {
     Attribution { target: u32, foil: u32 },
     /// The decode view's decoding of the session `key`.
     Decode { key: String },
-    /// The session `base` run again with `options`.
+    /// The session `base` run again with `options` (keeping the contributions if
+    /// `contributions`), and the pipeline of its block `layer`.
     Rerun {
         base: String,
         options: ForwardOptions,
+        contributions: bool,
+        layer: usize,
     },
     /// The composition scores of every pair of heads of the model (the key's ids empty).
     Composition,
+    /// The model view's scores of every head of the session (by address) in `measure`.
+    HeadScores { session: usize, measure: Measure },
+    /// The model view's rollout of the session's weights or contributions.
+    Rollout { session: usize, measure: Measure },
+    /// The position view's reading of the session's position encoding (`key` as the
+    /// view names the session).
+    Position { key: String },
 }
 
 impl What {
     /// Does the screen show a progress line for it, and does Esc stop it?
     fn stoppable(&self) -> bool {
-        matches!(self, What::Decode { .. } | What::Rerun { .. })
+        !matches!(
+            self,
+            What::Lens { .. } | What::Attribution { .. } | What::Composition
+        )
     }
 
     /// Jobs of one kind run one at a time: a superseded one is stopped and finishes
@@ -65,6 +83,9 @@ impl What {
             What::Decode { .. } => 2,
             What::Rerun { .. } => 3,
             What::Composition => 4,
+            What::HeadScores { .. } => 5,
+            What::Rollout { .. } => 6,
+            What::Position { .. } => 7,
         }
     }
 }
@@ -107,8 +128,24 @@ fn jobs(state: &State) -> Vec<Job> {
             What::Rerun {
                 base: p.base.clone(),
                 options: p.options.clone(),
+                contributions: p.contributions,
+                layer: state.layer(),
             },
         ));
+    }
+    if let Some((session, wanted)) = model::wanted(state) {
+        for w in wanted {
+            out.push(job(
+                lens::lens_key(s),
+                match w {
+                    Wanted::Scores(measure) => What::HeadScores { session, measure },
+                    Wanted::Rollout(measure) => What::Rollout { session, measure },
+                },
+            ));
+        }
+    }
+    if let Some(key) = position::wanted(state) {
+        out.push(job(lens::lens_key(s), What::Position { key }));
     }
     if let Some(model) = writers::wanted(state) {
         out.push(Job {
@@ -169,15 +206,57 @@ fn compute(job: &Job, progress: &Progress) -> Action {
                     .map_err(|e| e.to_string()),
             }))
         }
-        What::Rerun { base, options } => Action::Work(Box::new(WorkReport::Rerun {
-            base: base.clone(),
-            options: options.clone(),
-            session: job
+        What::Rerun {
+            base,
+            options,
+            contributions,
+            layer,
+        } => {
+            let session = job
                 .session
-                .intervened(options.clone())
-                .map(|s| Shared(Arc::new(s)))
-                .map_err(|e| e.to_string()),
-        })),
+                .again(options.clone(), *contributions)
+                .map(Arc::new);
+            // The layer's pipeline too, so that showing the new session takes no work.
+            let pipeline = session.as_ref().ok().and_then(|s| {
+                let source = Source::Real {
+                    session: s.clone(),
+                    layer: *layer,
+                };
+                source.build().ok()
+            });
+            Action::Work(Box::new(WorkReport::Rerun {
+                base: base.clone(),
+                options: options.clone(),
+                contributions: *contributions,
+                session: session.map(Shared).map_err(|e| e.to_string()),
+                pipeline: pipeline.map(|p| (*layer, Shared(Arc::new(p)))),
+            }))
+        }
+        What::HeadScores { session, measure } => {
+            let s = &job.session;
+            let scores = s.maps(*measure).and_then(|maps| {
+                model::scores_until(s, maps, |done| {
+                    progress.done.store(done, Ordering::Relaxed);
+                    !progress.stop.load(Ordering::Relaxed)
+                })
+            });
+            derived(DerivedReport::HeadScores {
+                session: *session,
+                measure: *measure,
+                scores: Shared(Arc::new(scores.unwrap_or_default())),
+            })
+        }
+        What::Rollout { session, measure } => derived(DerivedReport::Rollout {
+            session: *session,
+            measure: *measure,
+            rollout: Shared(Arc::new(
+                model::rollout_of(&job.session, *measure).unwrap_or_default(),
+            )),
+        }),
+        What::Position { key } => derived(DerivedReport::Position {
+            key: key.clone(),
+            data: Shared(Arc::new(position::compute(&job.session))),
+        }),
         What::Composition => {
             let layers: Vec<usize> = (0..m.config.layers).collect();
             Action::Composition(Box::new(CompositionReport {
@@ -188,6 +267,10 @@ fn compute(job: &Job, progress: &Progress) -> Action {
             }))
         }
     }
+}
+
+fn derived(report: DerivedReport) -> Action {
+    Action::Derived(Box::new(report))
 }
 
 /// The report of a job whose thread ended without one (it panicked).
@@ -204,11 +287,30 @@ fn stopped(key: &LensKey, what: &What) -> Action {
             key: key.clone(),
             decoding: Err(e),
         })),
-        What::Rerun { base, options } => Action::Work(Box::new(WorkReport::Rerun {
+        What::Rerun {
+            base,
+            options,
+            contributions,
+            ..
+        } => Action::Work(Box::new(WorkReport::Rerun {
             base: base.clone(),
             options: options.clone(),
+            contributions: *contributions,
             session: Err(e),
+            pipeline: None,
         })),
+        // Nothing to show, and the views do not ask again.
+        What::HeadScores { session, measure } => derived(DerivedReport::HeadScores {
+            session: *session,
+            measure: *measure,
+            scores: Shared(Arc::new(Vec::new())),
+        }),
+        What::Rollout { session, measure } => derived(DerivedReport::Rollout {
+            session: *session,
+            measure: *measure,
+            rollout: Shared(Arc::new(Vec::new())),
+        }),
+        What::Position { .. } => Action::CancelWork,
         What::Composition => Action::Composition(Box::new(CompositionReport {
             model: key.0,
             scores: Err(e),
@@ -216,15 +318,36 @@ fn stopped(key: &LensKey, what: &What) -> Action {
     }
 }
 
-/// The progress line of a running job.
-fn line(what: &What, tokens: usize, done: usize, secs: f64) -> String {
+/// The progress line of a running job (`heads`: of the model, for the head scores).
+fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64) -> String {
     match what {
         What::Decode { .. } => format!(
             "decoding after the {tokens}-token text: {done} of up to {APP_NEW_TOKENS} tokens · {secs:.1} s · Esc stops"
         ),
+        What::Rerun {
+            options,
+            contributions: true,
+            ..
+        } => format!(
+            "running the model again on {tokens} tokens to keep every head's contributions ({} head(s) ablated) · {secs:.1} s · Esc stops",
+            options.ablate.len()
+        ),
         What::Rerun { options, .. } => format!(
             "running the model again on {tokens} tokens with {} head(s) ablated · {secs:.1} s · Esc stops",
             options.ablate.len()
+        ),
+        What::HeadScores { measure, .. } => format!(
+            "scoring every head's {} on {tokens} tokens: {done} of {heads} heads · {secs:.1} s · Esc stops",
+            match measure {
+                Measure::Weights => "weights",
+                Measure::Contributions => "contributions",
+            }
+        ),
+        What::Rollout { .. } => format!(
+            "rolling attention out through every layer on {tokens} tokens · {secs:.1} s · Esc stops"
+        ),
+        What::Position { .. } => format!(
+            "reading the model's position encoding for {tokens} tokens · {secs:.1} s · Esc stops"
         ),
         What::Lens { .. } | What::Attribution { .. } | What::Composition => String::new(),
     }
@@ -232,6 +355,8 @@ fn line(what: &What, tokens: usize, done: usize, secs: f64) -> String {
 
 struct Running {
     key: LensKey,
+    /// Heads of the model (layers x heads).
+    heads: usize,
     what: What,
     progress: Arc<Progress>,
     started: Instant,
@@ -276,6 +401,7 @@ impl Driver {
             // report is dropped by the view, which no longer waits for it.
             let (tx, report) = mpsc::channel();
             let (key, what) = (j.key.clone(), j.what.clone());
+            let heads = j.model.config.layers * j.model.config.heads;
             let progress = Arc::new(Progress::default());
             let p = progress.clone();
             let handle = std::thread::spawn(move || {
@@ -283,6 +409,7 @@ impl Driver {
             });
             self.running.push(Running {
                 key,
+                heads,
                 what,
                 progress,
                 started: Instant::now(),
@@ -312,14 +439,16 @@ impl Driver {
         for a in reports {
             update(state, a);
         }
+        // One line: a run of the model or a decoding before what a view derives.
         let shown = self
             .running
             .iter()
-            .find(|r| r.what.stoppable() && !r.progress.stop.load(Ordering::Relaxed))
+            .filter(|r| r.what.stoppable() && !r.progress.stop.load(Ordering::Relaxed))
+            .min_by_key(|r| !matches!(r.what, What::Rerun { .. } | What::Decode { .. }))
             .map(|r| {
                 let secs = r.started.elapsed().as_secs_f64();
                 let done = r.progress.done.load(Ordering::Relaxed);
-                line(&r.what, r.key.ids.len(), done, secs)
+                line(&r.what, r.key.ids.len(), r.heads, done, secs)
             });
         if shown != self.shown {
             self.shown = shown.clone();

@@ -125,6 +125,13 @@ pub(crate) fn goto_step(state: &mut State, k: usize) {
         }
         steps[0].intervene = Some(iv);
     }
+    // The same for the layer: each change builds the layer's pipeline (a forward pass on
+    // a real model), so only the last step that sets one does.
+    if let Some(last) = steps.iter().rposition(|s| s.layer.is_some()) {
+        for s in &mut steps[..last] {
+            s.layer = None;
+        }
+    }
     for (i, step) in steps.iter().enumerate() {
         apply_step(state, step);
         if let Some(a) = step.animate

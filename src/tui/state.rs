@@ -162,11 +162,14 @@ pub struct State {
 }
 
 /// A run of the real model the app waits for: the same text as the session `base` (see
-/// [`session_key`](crate::tui::views::decode::session_key)) with `options`.
+/// [`session_key`](crate::tui::views::decode::session_key)) with `options`, perhaps
+/// keeping the contributions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingRerun {
     pub base: String,
     pub options: crate::model::forward::ForwardOptions,
+    /// Keep every layer's contributions too (`w`, the first time they are shown).
+    pub contributions: bool,
 }
 
 impl Deref for State {

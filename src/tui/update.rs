@@ -14,8 +14,8 @@ pub use inputs::mask_cycle;
 pub(crate) use navigate::set_view;
 
 use crate::engine::pipeline::StageId;
-use crate::tui::action::{Action, TrainAction, WorkReport};
-use crate::tui::change::{adopt, keep_contributions, rebuild};
+use crate::tui::action::{Action, DerivedReport, TrainAction, WorkReport};
+use crate::tui::change::{adopt, rebuild};
 use crate::tui::component::View;
 use crate::tui::context::Request;
 use crate::tui::playback::{apply_step, change_speed, goto_step, play_pause, tick};
@@ -40,6 +40,7 @@ pub fn update(state: &mut State, action: Action) {
             | Action::Attribution(_)
             | Action::Work(_)
             | Action::Composition(_)
+            | Action::Derived(_)
     ) {
         state.status = None;
     }
@@ -167,9 +168,18 @@ pub fn update(state: &mut State, action: Action) {
                     "the run with the other heads was stopped (Esc)",
                 );
             }
-            to_view(state, views::find(ViewKind::Decode), Action::CancelWork);
+            for kind in [ViewKind::Decode, ViewKind::Model, ViewKind::Position] {
+                to_view(state, views::find(kind), Action::CancelWork);
+            }
         }
         Action::Composition(_) => to_view(state, views::find(ViewKind::Model), action),
+        Action::Derived(ref report) => {
+            let kind = match **report {
+                DerivedReport::HeadScores { .. } | DerivedReport::Rollout { .. } => ViewKind::Model,
+                DerivedReport::Position { .. } => ViewKind::Position,
+            };
+            to_view(state, views::find(kind), action)
+        }
     }
 }
 
@@ -181,19 +191,46 @@ fn work(state: &mut State, report: WorkReport) {
         WorkReport::Rerun {
             base,
             options,
+            contributions,
             session,
+            pipeline,
         } => {
             let now = state.source.session().map(session_key);
-            let wanted = PendingRerun { base, options };
+            let wanted = PendingRerun {
+                base,
+                options,
+                contributions,
+            };
             if state.rerun.as_ref() != Some(&wanted) || now.as_ref() != Some(&wanted.base) {
                 // Stopped with Esc, or asked again with other heads: dropped.
                 return;
             }
             state.rerun = None;
+            let (kept_before, ablated_before) =
+                state.source.session().map_or((false, Vec::new()), |s| {
+                    (s.contributions.is_some(), s.options.ablate.clone())
+                });
             match session {
                 Ok(new) => {
-                    if adopt(state, new.0) {
-                        ablated_status(state);
+                    // The worker built the layer's pipeline too, unless the layer changed.
+                    let built =
+                        pipeline
+                            .filter(|(layer, _)| *layer == state.layer())
+                            .map(|(_, p)| {
+                                std::sync::Arc::try_unwrap(p.0).unwrap_or_else(|p| (*p).clone())
+                            });
+                    if adopt(state, new.0, built) {
+                        let s = state.source.session();
+                        let kept = s.and_then(|s| s.contributions.as_ref());
+                        match kept {
+                            Some(c)
+                                if !kept_before
+                                    && s.is_some_and(|s| s.options.ablate == ablated_before) =>
+                            {
+                                kept_status(state, c.bytes())
+                            }
+                            _ => ablated_status(state),
+                        }
                     }
                 }
                 Err(e) => state.set_status(StatusKind::Error, e),
@@ -205,6 +242,18 @@ fn work(state: &mut State, report: WorkReport) {
             Action::Work(Box::new(report)),
         ),
     }
+}
+
+fn kept_status(state: &mut State, bytes: usize) {
+    let size = if bytes >= 1_000_000 {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    } else {
+        format!("{:.1} kB", bytes as f64 / 1e3)
+    };
+    state.set_status(
+        StatusKind::Info,
+        format!("contributions of every layer kept ({size} beside the weights)"),
+    );
 }
 
 fn ablated_status(state: &mut State) {
@@ -238,9 +287,9 @@ fn handle_request(state: &mut State, request: Request) {
             };
             let base = session_key(session);
             // Heads ablated while a run is on its way add to the heads that run ablates.
-            let mut options = match &state.rerun {
-                Some(p) if p.base == base => p.options.clone(),
-                _ => session.options.clone(),
+            let (mut options, contributions) = match &state.rerun {
+                Some(p) if p.base == base => (p.options.clone(), p.contributions),
+                _ => (session.options.clone(), false),
             };
             if toggle {
                 for h in heads {
@@ -253,7 +302,8 @@ fn handle_request(state: &mut State, request: Request) {
             } else {
                 options.ablate = heads;
             }
-            if session.options == options {
+            let keep = contributions && session.contributions.is_none();
+            if session.options == options && !keep {
                 // Back to what is on screen: nothing to run.
                 state.rerun = None;
                 ablated_status(state);
@@ -261,10 +311,31 @@ fn handle_request(state: &mut State, request: Request) {
             }
             // A worker runs the model (the event loop's, or `lens_worker::run_pending`
             // for headless drivers); its report comes back as `Action::Work`.
-            state.rerun = Some(PendingRerun { base, options });
+            state.rerun = Some(PendingRerun {
+                base,
+                options,
+                contributions: keep,
+            });
         }
         Request::KeepContributions => {
-            keep_contributions(state);
+            // The same: run on a worker, keeping the contributions, with the heads an
+            // awaited run ablates.
+            let Some(session) = state.source.session() else {
+                return;
+            };
+            if session.contributions.is_some() {
+                return;
+            }
+            let base = session_key(session);
+            let options = match &state.rerun {
+                Some(p) if p.base == base => p.options.clone(),
+                _ => session.options.clone(),
+            };
+            state.rerun = Some(PendingRerun {
+                base,
+                options,
+                contributions: true,
+            });
         }
         Request::OpenHead { layer, head, view } => {
             if let Source::Real {

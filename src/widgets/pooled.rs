@@ -160,9 +160,106 @@ pub fn pool<T: Copy + Into<f64>>(
     out
 }
 
+/// [`pool`] of a matrix given row by row: `fill(i, row)` writes the first entries of
+/// row i into `row` (n_cols long) and returns how many; the rest of the row is 0 (a
+/// causal map keeps only j <= i). The same numbers as [`pool`] on the whole matrix, in
+/// the same order of addition, without making it: a 1,024-token head's map pools from
+/// its half that is stored.
+pub fn pool_rows(
+    n_rows: usize,
+    n_cols: usize,
+    vp: &Viewport,
+    out_rows: usize,
+    out_cols: usize,
+    how: Pool,
+    mut fill: impl FnMut(usize, &mut [f32]) -> usize,
+) -> Vec<Option<f64>> {
+    let p = vp.per_cell.max(1);
+    let mut out = vec![None; out_rows * out_cols];
+    let mut row = vec![0.0f32; n_cols];
+    let mut sum = vec![0.0f64; out_cols];
+    let mut count = vec![0usize; out_cols];
+    let mut max = vec![f64::NEG_INFINITY; out_cols];
+    for r in 0..out_rows {
+        let i0 = vp.row0 + r * p;
+        if i0 >= n_rows {
+            break;
+        }
+        let i1 = (i0 + p).min(n_rows);
+        sum.fill(0.0);
+        count.fill(0);
+        max.fill(f64::NEG_INFINITY);
+        for i in i0..i1 {
+            let len = fill(i, &mut row).min(n_cols);
+            for c in 0..out_cols {
+                let j0 = vp.col0 + c * p;
+                if j0 >= n_cols {
+                    break;
+                }
+                let j1 = (j0 + p).min(n_cols);
+                for &x in &row[j0.min(len)..j1.min(len)] {
+                    let x: f64 = x.into();
+                    if x.is_finite() {
+                        sum[c] += x;
+                        count[c] += 1;
+                    }
+                    max[c] = max[c].max(x);
+                }
+                // The zeros past the stored part: finite, adding nothing to the sum.
+                let zeros = j1 - j0.max(len).min(j1);
+                if zeros > 0 {
+                    count[c] += zeros;
+                    max[c] = max[c].max(0.0);
+                }
+            }
+        }
+        for c in 0..out_cols {
+            if vp.col0 + c * p >= n_cols {
+                break;
+            }
+            out[r * out_cols + c] = Some(match how {
+                Pool::Mean if count[c] == 0 => f64::NEG_INFINITY,
+                Pool::Mean => sum[c] / count[c] as f64,
+                Pool::Max => max[c],
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pooling_row_by_row_gives_the_same_numbers_as_the_whole_matrix() {
+        // A lower-triangular 37 x 37 map, pooled at several zooms and origins.
+        let n = 37;
+        let full: Vec<f32> = (0..n * n)
+            .map(|x| {
+                if x % n <= x / n {
+                    ((x * 7919) % 101) as f32 / 101.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        for (per_cell, row0, col0) in [(1, 0, 0), (4, 0, 0), (5, 10, 5), (9, 0, 18), (40, 0, 0)] {
+            let vp = Viewport {
+                row0,
+                col0,
+                per_cell,
+            };
+            for how in [Pool::Mean, Pool::Max] {
+                let whole = pool(&full, n, n, &vp, 6, 7, how);
+                let rows = pool_rows(n, n, &vp, 6, 7, how, |i, row| {
+                    row[..=i].copy_from_slice(&full[i * n..i * n + i + 1]);
+                    i + 1
+                });
+                assert_eq!(whole, rows, "{per_cell} {row0} {col0} {how:?}");
+            }
+        }
+    }
 
     fn ramp(n: usize, m: usize) -> Vec<f32> {
         (0..n * m).map(|x| x as f32).collect()

@@ -9,6 +9,7 @@
 //! - [`headless`]: the options of headless recordings and stills;
 //! - [`soak`]: the time budget of the long soaks;
 //! - [`measure`]: a child's exit, peak memory and time, for the limit tests.
+//! - [`screen`]: the app's screen as text, drawn headless.
 
 #![allow(dead_code)]
 
@@ -16,6 +17,7 @@ pub mod gguf;
 pub mod headless;
 pub mod hf;
 pub mod measure;
+pub mod screen;
 pub mod soak;
 pub mod vocab;
 

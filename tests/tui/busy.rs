@@ -1,18 +1,26 @@
 //! The screen keeps answering keys while the model works: `d` (a head ablated, the model
-//! run again) and the decode view's decoding run on the event loop's worker thread,
-//! with a progress line, and Esc stops them. A tiny GGUF llama written by the test, and
-//! SmolLM2 on a long text when the test-model cache has it: there every key is answered
-//! (update, the driver's sync and a whole frame drawn) within 100 ms while the work runs.
+//! run again), `w` (run again keeping the contributions), the model view's scores of
+//! every head, the position view's reading of the encoding and the decode view's
+//! decoding run on the event loop's worker thread, with a progress line, and Esc stops
+//! them. A tiny GGUF llama written by the test, and SmolLM2 on a long text when the
+//! test-model cache has it: there every key is answered (update, the driver's sync and a
+//! whole frame drawn) within 100 ms while the work runs, and when its result is shown.
 
 use crate::support;
+use support::screen::on as screen;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use attnviz::cli::Lang;
+use attnviz::model::forward::ForwardOptions;
+use attnviz::model::session::ModelSession;
 use attnviz::tui::keymap::action_for;
 use attnviz::tui::lens_worker::{self, Driver};
 use attnviz::tui::views::RealDecodeLab;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
+use attnviz::tui::views::model;
+use attnviz::tui::views::position::real as position;
+use attnviz::tui::{Action, AppOptions, Source, State, ViewKind, model_state, update};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -22,16 +30,6 @@ fn press(s: &mut State, code: KeyCode) {
     if let Some(a) = action_for(s, &KeyEvent::new(code, KeyModifiers::NONE)) {
         update(s, a);
     }
-}
-
-fn screen(s: &State, term: &mut Terminal<TestBackend>) -> String {
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    let cols = buf.area.width as usize;
-    buf.content()
-        .chunks(cols)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
 }
 
 fn decoded(s: &State) -> bool {
@@ -157,8 +155,9 @@ fn esc_stops_a_run_and_a_decoding_and_the_worker_gives_what_the_headless_path_gi
 }
 
 /// Press keys while the driver's workers run until `done`: each key's update, the sync
-/// and a frame take under 100 ms; returns how many keys were answered while it worked
-/// and the slowest.
+/// (which takes in a finished worker's report: a new session shown, scores kept) and a
+/// frame take under 100 ms; returns how many keys were answered while it worked and the
+/// slowest. The progress line `what` must show unless the work ended within one key.
 fn keys_while(
     s: &mut State,
     driver: &mut Driver,
@@ -178,15 +177,15 @@ fn keys_while(
         press(s, keys[answered % keys.len()]);
         driver.sync(s);
         let shown = screen(s, term);
-        let took = t.elapsed();
-        if driver.busy() {
-            answered += 1;
-            slowest = slowest.max(took);
-            seen |= shown.contains(what);
-        }
+        slowest = slowest.max(t.elapsed());
+        answered += 1;
+        seen |= shown.contains(what);
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(seen, "no progress line '{what}' while it worked");
+    assert!(
+        seen || answered <= 1,
+        "no progress line '{what}' while it worked"
+    );
     assert!(
         slowest < Duration::from_millis(100),
         "{what}: a key took {slowest:?}"
@@ -194,39 +193,176 @@ fn keys_while(
     (answered, slowest)
 }
 
+/// Apply `action` as a key would, sync the driver and draw: under 100 ms.
+fn answered(
+    s: &mut State,
+    driver: &mut Driver,
+    term: &mut Terminal<TestBackend>,
+    action: Action,
+) -> String {
+    let t = Instant::now();
+    update(s, action.clone());
+    driver.sync(s);
+    let shown = screen(s, term);
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "{action:?} took {took:?}"
+    );
+    shown
+}
+
+fn scored(s: &State) -> bool {
+    model::wanted(s).is_none()
+}
+
 #[test]
-fn smollm2_answers_keys_within_100_ms_while_it_ablates_and_decodes_a_long_text() {
+fn smollm2_answers_keys_within_100_ms_while_it_ablates_scores_and_decodes_a_long_text() {
     let Some(p) = support::smollm2() else {
         return;
     };
     // About 500 tokens: long enough that a run takes seconds.
     let text = "The cat sat on the mat while the dog slept by the door. ".repeat(38);
     let (mut s, mut term) = open(p.to_str().unwrap(), &text);
+    update(&mut s, Action::SetView(ViewKind::Pipeline));
     let n = s.source.session().unwrap().n();
     assert!(n >= 450, "{n} tokens");
     let mut driver = Driver::default();
+    // Opening the model view: every head's scores come from a worker; Esc stops them,
+    // opening the view again asks again.
+    let shown = answered(
+        &mut s,
+        &mut driver,
+        &mut term,
+        Action::SetView(ViewKind::Model),
+    );
+    assert!(shown.contains("computing every head's scores"), "{shown}");
+    assert!(driver.busy());
+    let shown = answered(&mut s, &mut driver, &mut term, Action::CancelWork);
+    assert!(shown.contains("head scores stopped (Esc)"), "{shown}");
+    settle(&mut s, &mut driver);
+    // Stopped: nothing waits for the scores and none are shown.
+    assert!(model::wanted(&s).is_none());
+    let shown = screen(&s, &mut term);
+    assert!(
+        shown.contains("head scores stopped (Esc)") && !shown.contains("prev-token"),
+        "{shown}"
+    );
+    answered(
+        &mut s,
+        &mut driver,
+        &mut term,
+        Action::SetView(ViewKind::Model),
+    );
+    let (keys, slowest) = keys_while(
+        &mut s,
+        &mut driver,
+        &mut term,
+        "scoring every head's weights",
+        scored,
+    );
+    eprintln!("scores on {n} tokens: {keys} keys answered, slowest {slowest:?}");
+    assert!(screen(&s, &mut term).contains("prev-token"));
+    // d: the model runs again; the new session (and its pipeline, built by the worker)
+    // is shown when the report comes, within the same 100 ms a key gets.
     press(&mut s, KeyCode::Char('d'));
     driver.sync(&mut s);
     assert!(driver.busy());
-    let (answered, slowest) = keys_while(
+    let t = Instant::now();
+    let (keys, slowest) = keys_while(
         &mut s,
         &mut driver,
         &mut term,
         "running the model again",
         |s| s.rerun.is_none(),
     );
-    eprintln!("ablation on {n} tokens: {answered} keys answered, slowest {slowest:?}");
-    assert!(answered > 0);
+    eprintln!(
+        "ablation on {n} tokens: {:?}, {keys} keys answered, slowest {slowest:?}",
+        t.elapsed()
+    );
+    assert!(keys > 0);
     assert_eq!(s.source.session().unwrap().options.ablate.len(), 1);
+    // The position view reads the model's position encoding on a worker.
+    answered(
+        &mut s,
+        &mut driver,
+        &mut term,
+        Action::SetView(ViewKind::Position),
+    );
+    keys_while(
+        &mut s,
+        &mut driver,
+        &mut term,
+        "reading the model's position encoding",
+        |s| position::wanted(s).is_none(),
+    );
+    let shown = screen(&s, &mut term);
+    assert!(shown.contains("RoPE, base 100,000"), "{shown}");
     update(&mut s, Action::SetView(ViewKind::Decode));
     driver.sync(&mut s);
-    let (answered, slowest) = keys_while(
+    let (keys, slowest) = keys_while(
         &mut s,
         &mut driver,
         &mut term,
         "decoding after the",
         decoded,
     );
-    eprintln!("decoding after {n} tokens: {answered} keys answered, slowest {slowest:?}");
-    assert!(answered > 0);
+    eprintln!("decoding after {n} tokens: {keys} keys answered, slowest {slowest:?}");
+    assert!(keys > 0);
+    // w on the same model with the text's first 96 tokens (the contributions' pass is
+    // the slowest: n^2 x d_model per head): the model runs again keeping them, then
+    // their scores are computed.
+    let session = s.source.session().unwrap();
+    let short = ModelSession::from_shared(
+        session.model.clone(),
+        session.ids[..96].to_vec(),
+        ForwardOptions::default(),
+    )
+    .unwrap();
+    let source = Source::Real {
+        session: Arc::new(short),
+        layer: 0,
+    };
+    let mut s = State::new(source, AppOptions::headless(Lang::En, None, false, "")).unwrap();
+    update(
+        &mut s,
+        Action::Resize {
+            cols: 120,
+            rows: 40,
+        },
+    );
+    let mut driver = Driver::default();
+    answered(
+        &mut s,
+        &mut driver,
+        &mut term,
+        Action::SetView(ViewKind::Model),
+    );
+    press(&mut s, KeyCode::Char('w'));
+    driver.sync(&mut s);
+    let t = Instant::now();
+    let (keys, slowest) = keys_while(
+        &mut s,
+        &mut driver,
+        &mut term,
+        "to keep every head's contributions",
+        |s| s.rerun.is_none(),
+    );
+    eprintln!(
+        "contributions on 96 tokens: {:?}, {keys} keys answered, slowest {slowest:?}",
+        t.elapsed()
+    );
+    assert!(s.source.session().unwrap().contributions.is_some());
+    keys_while(
+        &mut s,
+        &mut driver,
+        &mut term,
+        "scoring every head's contributions",
+        scored,
+    );
+    let shown = screen(&s, &mut term);
+    assert!(
+        shown.contains("showing contributions") && shown.contains("prev-token"),
+        "{shown}"
+    );
 }

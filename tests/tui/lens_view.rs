@@ -5,6 +5,7 @@
 //! `run_pending` and from the event loop's worker thread.
 
 use crate::support;
+use support::screen::sized as screen;
 
 use std::time::{Duration, Instant};
 
@@ -14,27 +15,14 @@ use attnviz::model::find;
 use attnviz::model::lens::{LensCell, logit_lens};
 use attnviz::tui::lens_worker::{self, Driver};
 use attnviz::tui::views::lens::{TOP, lab, percent, token_label};
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update, views};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, model_state, update, views};
 use attnviz::widgets::text;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use support::gguf::{Quant, Tiny, tiny_llama};
 use support::hf;
 
 const TARGET: Action = Action::ViewCommand(0);
-
-fn screen(s: &mut State, cols: u16, rows: u16) -> String {
-    update(s, Action::Resize { cols, rows });
-    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    buf.content()
-        .chunks(cols as usize)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
-}
 
 fn tiny(text: &str, lang: Lang) -> (tempfile::TempDir, State) {
     let dir = tempfile::tempdir().unwrap();

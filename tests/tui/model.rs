@@ -3,26 +3,15 @@
 //! size, `<` `>` change the layer, and the pipeline holds the block's real stages.
 
 use crate::support;
+use support::screen::screen;
 
 use std::path::Path;
 
 use attnviz::cli::Lang;
 use attnviz::engine::pipeline::StageId;
 use attnviz::model::find;
-use attnviz::tui::{Action, AppOptions, State, draw, model_state, update, views};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use attnviz::tui::{Action, AppOptions, State, model_state, update, views};
 use support::gguf::{Quant, Tiny, tiny_llama};
-
-fn screen(s: &State, cols: u16, rows: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    buf.content()
-        .chunks(cols as usize)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
-}
 
 fn every_view_draws(s: &mut State, layers: usize) {
     let text = screen(s, 120, 40);

@@ -6,35 +6,26 @@
 //! cache has it.
 
 use crate::support;
+use support::screen::screen;
 
 use attnviz::cli::Lang;
 use attnviz::model::contrib::contributions_pass;
 use attnviz::model::find;
 use attnviz::model::scores::{HeadScores, head_scores};
 use attnviz::tui::keymap::action_for;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, lens_worker, model_state, update};
+use attnviz::tui::{Action, AppOptions, State, ViewKind, lens_worker, model_state, update};
 use attnviz::widgets::numfmt::fit_number;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use support::gguf::{Quant, Tiny, tiny_llama};
 
 const TEXT: &str = "the cat sat on the mat. the cat sat on the";
 
-fn screen(s: &State, cols: u16, rows: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    buf.content()
-        .chunks(cols as usize)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
-}
-
 fn press(s: &mut State, c: char) {
     let a = action_for(s, &KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
         .unwrap_or_else(|| panic!("'{c}' is not bound in the {} view", s.view));
     update(s, a);
+    // What the key asked of a worker, computed in place as headless drivers do.
+    lens_worker::run_pending(s);
 }
 
 /// The app on a tiny model (in a temp dir kept alive by the caller), at 120 x 40.
@@ -72,6 +63,7 @@ fn scores_of(c: &[f32], ids: &[u32], h: usize) -> HeadScores {
 fn w_in_the_model_view_shows_every_heads_contributions_and_back() {
     let (_dir, mut s) = tiny(Lang::En);
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     let text = screen(&s, 120, 40);
     assert!(
         text.contains("showing weights A · w: contributions"),
@@ -181,6 +173,7 @@ fn key_rows(text: &str, n: usize) -> Vec<String> {
 fn w_in_the_tokens_view_shows_the_contributions_of_the_selected_token() {
     let (_dir, mut s) = tiny(Lang::En);
     update(&mut s, Action::SetView(ViewKind::Tokens));
+    lens_worker::run_pending(&mut s);
     let n = s.source.session().unwrap().n();
     update(&mut s, Action::Select { row: n - 1, col: 0 });
     update(&mut s, Action::Head(1));
@@ -237,6 +230,7 @@ fn the_toggle_speaks_chinese_with_lang_zh() {
     let compact = |s: &State| screen(s, 120, 40).replace(' ', "");
     for view in [ViewKind::Model, ViewKind::Tokens] {
         update(&mut s, Action::SetView(view));
+        lens_worker::run_pending(&mut s);
         let text = compact(&s);
         assert!(text.contains("显示注意力权重A·w：贡献"), "{view}:\n{text}");
         press(&mut s, 'w');
@@ -271,6 +265,7 @@ fn smollm2_layer_24_sink_takes_more_weight_than_contribution() {
         },
     );
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     update(&mut s, Action::Select { row: 23, col: 0 });
     press(&mut s, 'c');
     let want = expected(&s);

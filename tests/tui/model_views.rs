@@ -4,26 +4,13 @@
 //! here from the session's own weights, independently of the views.
 
 use crate::support;
+use support::screen::screen;
 
 use attnviz::cli::Lang;
 use attnviz::engine::pipeline::{ModelConfig, StageId};
 use attnviz::model::scores::head_scores;
-use attnviz::tui::{
-    Action, AppOptions, State, ViewKind, draw, lens_worker, model_state, update, views,
-};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use attnviz::tui::{Action, AppOptions, State, ViewKind, lens_worker, model_state, update, views};
 use support::gguf::{Quant, Tiny, tiny_llama};
-
-fn screen(s: &State, cols: u16, rows: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    buf.content()
-        .chunks(cols as usize)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
-}
 
 fn opts() -> AppOptions {
     AppOptions::headless(Lang::En, None, false, "")
@@ -51,6 +38,7 @@ fn tiny(text: &str, context: usize) -> (tempfile::TempDir, State) {
 fn the_model_view_shows_every_layer_and_head_and_opens_one() {
     let (_dir, mut s) = tiny("the cat sat on the mat. the cat sat on the", 64);
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     assert_eq!(s.view, ViewKind::Model);
     let text = screen(&s, 120, 40);
     for label in ["L1", "L2", "h1", "h4"] {
@@ -80,6 +68,7 @@ fn the_model_view_shows_every_layer_and_head_and_opens_one() {
     assert!(n > 4);
     // Enter opens that head: layer 2, head 3, its weights in the pipeline view.
     update(&mut s, Action::ViewCommand(0));
+    lens_worker::run_pending(&mut s);
     assert_eq!(s.view, ViewKind::Pipeline);
     assert_eq!((s.layer(), s.head), (1, 2));
     assert_eq!(s.stage, StageId::Softmax);
@@ -92,6 +81,7 @@ fn the_model_view_shows_every_layer_and_head_and_opens_one() {
 fn a_click_on_a_map_selects_its_layer_and_head() {
     let (_dir, mut s) = tiny("one two three four five six", 64);
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     // Find the cell where map (layer 2, head 4) starts: under the "h4" label, on the
     // row of "L2".
     let text = screen(&s, 120, 40);
@@ -119,6 +109,7 @@ fn a_click_on_a_map_selects_its_layer_and_head() {
 fn the_tokens_view_lists_where_the_selected_token_looks() {
     let (_dir, mut s) = tiny("the cat sat on the mat. the cat sat on the", 64);
     update(&mut s, Action::SetView(ViewKind::Tokens));
+    lens_worker::run_pending(&mut s);
     assert_eq!(s.view, ViewKind::Tokens);
     let n = s.source.session().unwrap().n();
     update(&mut s, Action::Select { row: n - 1, col: 0 });
@@ -141,6 +132,7 @@ fn the_tokens_view_lists_where_the_selected_token_looks() {
     );
     // `a`: the bars show the mean over the heads.
     update(&mut s, Action::ViewCommand(0));
+    lens_worker::run_pending(&mut s);
     let text = screen(&s, 120, 40);
     assert!(text.contains("bars: mean of the heads"), "{text}");
     // Every query token's row draws, also at the smallest size.
@@ -154,6 +146,7 @@ fn the_tokens_view_lists_where_the_selected_token_looks() {
 fn lessons_have_no_model_or_tokens_view() {
     let mut s = State::for_model(ModelConfig::example(), opts()).unwrap();
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     assert_eq!(s.view, ViewKind::Pipeline);
     assert!(
         s.status
@@ -181,6 +174,7 @@ fn the_open_tab_is_on_screen_at_80_columns() {
     assert!(!shown.contains(&ViewKind::Train));
     for kind in shown {
         update(&mut s, Action::SetView(kind));
+        lens_worker::run_pending(&mut s);
         let text = screen(&s, 80, 24);
         let first = text.lines().next().unwrap();
         assert!(first.contains(&format!(" {kind} ")), "{kind}: {first}");
@@ -217,6 +211,7 @@ fn zoomed_out_maps_show_block_means_and_maxima() {
     // The heads view zooms the same way.
     update(&mut s, Action::ZoomOut);
     update(&mut s, Action::SetView(ViewKind::Heads));
+    lens_worker::run_pending(&mut s);
     assert!(screen(&s, 200, 60).contains("max 2x2"));
 }
 
@@ -238,8 +233,10 @@ fn a_short_lesson_does_not_zoom() {
 fn the_score_grid_colours_every_head_and_shows_each_layers_sink() {
     let (_dir, mut s) = tiny("the cat sat on the mat. the cat sat on the", 64);
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     // c: maps -> previous-token scores.
     update(&mut s, Action::ViewCommand(1));
+    lens_worker::run_pending(&mut s);
     let text = screen(&s, 120, 40);
     assert!(
         text.contains("the prev-token score of every head"),
@@ -265,12 +262,15 @@ fn the_score_grid_colours_every_head_and_shows_each_layers_sink() {
     // Four more: the other scores, then the rollout, then the maps again.
     for _ in 0..4 {
         update(&mut s, Action::ViewCommand(1));
+        lens_worker::run_pending(&mut s);
     }
     assert!(screen(&s, 120, 40).contains("the entropy score"));
     update(&mut s, Action::ViewCommand(1));
+    lens_worker::run_pending(&mut s);
     let text = screen(&s, 120, 40);
     assert!(text.contains("rollout over 2 layers"), "{text}");
     update(&mut s, Action::ViewCommand(1));
+    lens_worker::run_pending(&mut s);
     assert!(screen(&s, 120, 40).contains("every head's weights"));
 }
 
@@ -278,6 +278,7 @@ fn the_score_grid_colours_every_head_and_shows_each_layers_sink() {
 fn ablating_a_head_runs_the_model_again_and_compares_its_predictions() {
     let (_dir, mut s) = tiny("the cat sat on the mat. the cat sat on the", 64);
     update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
     let before = s.source.session().unwrap().loss().unwrap();
     update(&mut s, Action::Select { row: 1, col: 2 });
     update(&mut s, Action::ViewCommand(2));

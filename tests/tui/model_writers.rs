@@ -4,27 +4,15 @@
 //! here on the session's own weights; the scores come from the headless `run_pending`.
 
 use crate::support;
+use support::screen::sized as screen;
 
 use attnviz::cli::Lang;
 use attnviz::model::composition::composition_scores;
 use attnviz::tui::lens_worker;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, model_state, update};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use attnviz::tui::{Action, AppOptions, State, ViewKind, model_state, update};
 use support::gguf::{Quant, Tiny, tiny_llama};
 
 const WRITERS: Action = Action::ViewCommand(5);
-
-fn screen(s: &mut State, cols: u16, rows: u16) -> String {
-    update(s, Action::Resize { cols, rows });
-    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    buf.content()
-        .chunks(cols as usize)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
-}
 
 fn tiny(lang: Lang) -> (tempfile::TempDir, State) {
     let dir = tempfile::tempdir().unwrap();

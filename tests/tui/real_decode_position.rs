@@ -9,6 +9,7 @@
 //!   block's rotation used; a learned table's rows are the file's.
 
 use crate::support;
+use support::screen::sized as screen;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,9 +25,7 @@ use attnviz::model::predict::top_k;
 use attnviz::model::session::ModelSession;
 use attnviz::tui::state::Source;
 use attnviz::tui::views::RealDecodeLab;
-use attnviz::tui::{Action, AppOptions, State, ViewKind, draw, lens_worker, model_state, update};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use attnviz::tui::{Action, AppOptions, State, ViewKind, lens_worker, model_state, update};
 use support::gguf::{Quant, Tiny, tiny_llama};
 use support::hf;
 
@@ -35,17 +34,6 @@ const LAST: Action = Action::ViewCommand(3);
 
 fn options() -> AppOptions {
     AppOptions::headless(Lang::En, None, false, "")
-}
-
-fn screen(s: &mut State, cols: u16, rows: u16) -> String {
-    update(s, Action::Resize { cols, rows });
-    let mut term = Terminal::new(TestBackend::new(cols, rows)).unwrap();
-    term.draw(|f| draw(s, f)).unwrap();
-    let buf = term.backend().buffer();
-    buf.content()
-        .chunks(cols as usize)
-        .map(|r| r.iter().map(|c| c.symbol()).collect::<String>() + "\n")
-        .collect()
 }
 
 fn decoding(s: &State) -> &Decoding {
@@ -290,6 +278,7 @@ fn the_position_view_shows_the_models_rope_base_and_a_changed_one() {
     let path = tiny_path(dir.path());
     let mut s = model_state(&path, Some("the cat sat on the mat"), options()).unwrap();
     update(&mut s, Action::SetView(ViewKind::Position));
+    lens_worker::run_pending(&mut s);
     let text = screen(&mut s, 120, 40);
     assert!(
         text.contains("RoPE, base 100,000 (the model's own)"),
@@ -315,6 +304,7 @@ fn the_position_view_shows_the_models_rope_base_and_a_changed_one() {
     )
     .unwrap();
     update(&mut s, Action::SetView(ViewKind::Position));
+    lens_worker::run_pending(&mut s);
     let text = screen(&mut s, 120, 40);
     assert!(
         text.contains("base 500 (--rope-base; the model's own is 100,000)"),
@@ -333,6 +323,7 @@ fn the_position_view_on_hugging_face_llama_weights_names_the_rotate_half_pairs()
     hf::llama().write(&folder, 1);
     let mut s = model_state(folder.to_str().unwrap(), Some("the cat sat"), options()).unwrap();
     update(&mut s, Action::SetView(ViewKind::Position));
+    lens_worker::run_pending(&mut s);
     let text = screen(&mut s, 120, 40);
     assert!(
         text.contains("RoPE, base 500,000 (the model's own)"),
@@ -355,6 +346,7 @@ fn the_position_view_shows_a_learned_tables_rows_from_the_file() {
     f.write(&folder, 1);
     let mut s = model_state(folder.to_str().unwrap(), Some("the cat"), options()).unwrap();
     update(&mut s, Action::SetView(ViewKind::Position));
+    lens_worker::run_pending(&mut s);
     let text = screen(&mut s, 120, 40);
     assert!(text.contains("learned absolute positions"), "{text}");
     assert!(
@@ -403,6 +395,7 @@ fn the_decode_and_position_views_on_smollm2() {
     assert!(text.contains("3 query heads share each K/V head"), "{text}");
     check_decoding(&s, &d);
     update(&mut s, Action::SetView(ViewKind::Position));
+    lens_worker::run_pending(&mut s);
     let text = screen(&mut s, 120, 40);
     assert!(
         text.contains("RoPE, base 100,000 (the model's own)"),

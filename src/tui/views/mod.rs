@@ -17,7 +17,7 @@ pub mod lens;
 pub mod model;
 pub(crate) mod panel;
 mod pipeline;
-mod position;
+pub mod position;
 pub mod scaling;
 mod tokens;
 pub mod train;

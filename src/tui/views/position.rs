@@ -10,7 +10,7 @@
 //! with its base, or the learned position table's rows ([`real`]).
 
 mod angle;
-mod real;
+pub mod real;
 
 use angle::angle_glyph;
 
@@ -29,7 +29,7 @@ use crate::engine::mask::Mask;
 use crate::engine::pe;
 use crate::engine::pipeline::{Matrix, ModelConfig, Pipeline, StageId};
 use crate::engine::problem::{AttnSpec, ProblemShape};
-use crate::tui::action::Action;
+use crate::tui::action::{Action, DerivedReport};
 use crate::tui::component::Hit;
 use crate::tui::component::View;
 use crate::tui::context::{Context, StatusKind};
@@ -547,6 +547,16 @@ impl View for PositionView {
     }
 
     fn update(&self, state: &mut Context, action: Action) {
+        if action == Action::CancelWork {
+            real::cancel(state);
+            return;
+        }
+        if let Action::Derived(report) = action {
+            if let DerivedReport::Position { key, data } = *report {
+                real::report(state, key, data.0);
+            }
+            return;
+        }
         let Action::ViewCommand(id) = action else {
             return;
         };

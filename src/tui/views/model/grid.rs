@@ -5,7 +5,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 
-use super::lab::{Score, measure, score};
+use super::lab::{Score, measure, score, scores_ready};
 use crate::model::session::{Measure, ModelSession};
 use crate::tui::context::Context;
 use crate::widgets::text;
@@ -64,6 +64,16 @@ pub fn sink(ctx: &Context, s: &ModelSession, layer: usize) -> f64 {
 
 pub fn render(ctx: &Context, s: &ModelSession, k: Score, area: Rect, buf: &mut Buffer) {
     let t = &ctx.theme;
+    if !scores_ready(ctx) {
+        buf.set_stringn(
+            area.x,
+            area.y,
+            "computing every head's scores…",
+            area.width as usize,
+            t.dim,
+        );
+        return;
+    }
     let g = layout(ctx, s, area);
     let heads = s.config().heads;
     let (cur_l, cur_h) = ctx.cursor;

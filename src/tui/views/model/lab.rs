@@ -75,21 +75,25 @@ impl Show {
 }
 
 /// What the view keeps: every head's scores for the session they were computed for.
+/// A worker computes the scores and the rollout (`tui::lens_worker`, seconds on a long
+/// text); until they arrive the view says so.
 pub struct ModelLab {
     /// The session (by address) the scores belong to.
     pub session: usize,
-    /// scores[layer * heads + head], of the weights.
-    pub scores: Vec<HeadScores>,
-    /// The same of the contributions, once shown.
-    pub contrib_scores: Option<Vec<HeadScores>>,
+    /// scores[measure][layer * heads + head], of the weights and of the contributions,
+    /// once a worker has computed them.
+    pub scores: [Option<Arc<Vec<HeadScores>>>; 2],
     pub show: Show,
     /// `w`: show the contributions instead of the weights.
     pub contrib: bool,
     /// The rollout (n x n) of the weights and of the contributions, once asked for, for
     /// this model session.
-    pub rollout: [Option<Vec<f64>>; 2],
+    pub rollout: [Option<Arc<Vec<f64>>>; 2],
     /// `i`: the heads that write into the cursor's head, by composition score.
     pub writers: Writers,
+    /// Esc stopped the worker deriving the scores or the rollout: not asked again until
+    /// the view is opened (or refreshed) again.
+    pub stopped: bool,
 }
 
 /// The composition scores of the session's model (from its weights alone, so they
@@ -116,22 +120,35 @@ pub enum WritersState {
 impl ModelLab {
     /// The rollout of `m`, if made.
     pub fn rollout(&self, m: Measure) -> Option<&[f64]> {
-        self.rollout[m as usize].as_deref()
+        self.rollout[m as usize].as_ref().map(|r| r.as_slice())
     }
 }
 
 /// Every head's scores of `maps` (weights or contributions), [layer * heads + head].
 pub fn scores_of(s: &ModelSession, maps: &AttentionMaps) -> Vec<HeadScores> {
+    scores_until(s, maps, |_| true).unwrap_or_default()
+}
+
+/// [`scores_of`], telling `go` how many heads are scored before each next one; None if
+/// `go` says stop.
+pub fn scores_until(
+    s: &ModelSession,
+    maps: &AttentionMaps,
+    mut go: impl FnMut(usize) -> bool,
+) -> Option<Vec<HeadScores>> {
     let (layers, heads, n) = (s.config().layers, s.config().heads, s.n());
     let causal = s.config().causal;
     let mut scores = Vec::with_capacity(layers * heads);
     for l in 0..layers {
         for h in 0..heads {
+            if !go(scores.len()) {
+                return None;
+            }
             let a = maps.head(l, h);
             scores.push(head_scores(&a, &s.ids, |i| if causal { i + 1 } else { n }));
         }
     }
-    scores
+    Some(scores)
 }
 
 pub fn session_key(s: &ModelSession) -> usize {
@@ -158,9 +175,40 @@ pub fn measure(ctx: &Context) -> Measure {
 pub fn score(ctx: &Context, layer: usize, head: usize) -> Option<&HeadScores> {
     let heads = ctx.source.session()?.config().heads;
     let l = lab(ctx)?;
-    let scores = match measure(ctx) {
-        Measure::Weights => &l.scores,
-        Measure::Contributions => l.contrib_scores.as_ref()?,
-    };
-    scores.get(layer * heads + head)
+    l.scores[measure(ctx) as usize]
+        .as_ref()?
+        .get(layer * heads + head)
+}
+
+/// Are the scores of what is shown computed?
+pub fn scores_ready(ctx: &Context) -> bool {
+    lab(ctx).is_some_and(|l| l.scores[measure(ctx) as usize].is_some())
+}
+
+/// What the view waits for a worker to derive from the session on screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// Every head's scores of the weights or the contributions.
+    Scores(Measure),
+    /// The rollout of the weights or the contributions.
+    Rollout(Measure),
+}
+
+/// The session (its address) and what the view, open, waits for of it.
+pub fn wanted(ctx: &Context) -> Option<(usize, Vec<Wanted>)> {
+    let s = ctx.source.session()?;
+    let l = lab(ctx)?;
+    let key = session_key(s);
+    if ctx.view != ViewKind::Model || l.session != key || l.stopped {
+        return None;
+    }
+    let m = measure(ctx);
+    let mut out = Vec::new();
+    if l.scores[m as usize].is_none() {
+        out.push(Wanted::Scores(m));
+    }
+    if l.show == Show::Rollout && l.rollout[m as usize].is_none() && super::rollout::fits(s) {
+        out.push(Wanted::Rollout(m));
+    }
+    (!out.is_empty()).then_some((key, out))
 }

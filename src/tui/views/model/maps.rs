@@ -11,7 +11,7 @@ use ratatui::widgets::Widget;
 use crate::model::session::{Measure, ModelSession};
 use crate::tui::context::Context;
 use crate::widgets::minimap::MiniMap;
-use crate::widgets::pooled::{Viewport, pool};
+use crate::widgets::pooled::{Viewport, pool_rows};
 use crate::widgets::{ValueScale, text};
 
 /// Columns of the layer labels ("L30").
@@ -139,7 +139,9 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
             // Keyed by the maps drawn: the weights and the contributions each have theirs.
             let key = (shown as *const _ as usize, layer, h, g.per_cell, how);
             let values = ctx.cache.map(key, || {
-                pool(&shown.head(layer, h), n, n, &vp, g.cells, g.cells, how)
+                pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
+                    shown.row_prefix_into(layer, h, i, row)
+                })
             });
             (&MiniMap {
                 values: &values,

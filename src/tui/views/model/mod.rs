@@ -26,9 +26,8 @@ mod rollout;
 pub mod writers;
 
 use crate::engine::config::MaskKind;
-use lab::{
-    ModelLab, Score, Show, Writers, WritersState, lab, measure, score, scores_of, session_key, show,
-};
+use lab::{ModelLab, Score, Show, Writers, WritersState, lab, measure, score, scores_ready, show};
+pub use lab::{Wanted, scores_of, scores_until, session_key, wanted};
 
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
@@ -38,7 +37,7 @@ use ratatui::widgets::Widget;
 
 use crate::model::session::{Measure, ModelSession};
 use crate::scene::ModelShow;
-use crate::tui::action::Action;
+use crate::tui::action::{Action, DerivedReport};
 use crate::tui::component::{Hit, View};
 use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
@@ -49,7 +48,7 @@ use crate::widgets::text;
 pub struct ModelView;
 
 /// A lesson step's `show`: what the model view shows from then on (its kept data made
-/// first if the view has not been open yet).
+/// first if the view has not been open yet; a worker derives the scores it shows).
 pub fn show_in_lesson(ctx: &mut Context, show: ModelShow) {
     let show = match show {
         ModelShow::Maps => Show::Maps,
@@ -71,30 +70,12 @@ pub fn show_in_lesson(ctx: &mut Context, show: ModelShow) {
     if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
         l.show = show;
     }
-    derive(ctx);
 }
 
-/// What the view shows and has not derived yet: the head scores of the contributions,
-/// the rollout of what is shown.
-fn derive(ctx: &mut Context) {
-    let (Some(s), Some(l)) = (ctx.source.session(), lab(ctx)) else {
-        return;
-    };
-    let m = measure(ctx);
-    let scores = (m == Measure::Contributions && l.contrib_scores.is_none())
-        .then(|| s.contributions.as_ref().map(|c| scores_of(s, c)))
-        .flatten();
-    let rollout = (l.show == Show::Rollout && l.rollout(m).is_none())
-        .then(|| rollout::compute(s, m))
-        .flatten();
-    if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
-        if scores.is_some() {
-            l.contrib_scores = scores;
-        }
-        if rollout.is_some() {
-            l.rollout[m as usize] = rollout;
-        }
-    }
+/// The rollout of the session's weights or contributions, if the text is short enough
+/// (for the worker that computes it).
+pub fn rollout_of(s: &ModelSession, m: Measure) -> Option<Vec<f64>> {
+    rollout::compute(s, m)
 }
 
 const CMD_OPEN: u8 = 0;
@@ -215,6 +196,10 @@ fn head_line(ctx: &Context, s: &ModelSession) -> Vec<Span<'static>> {
             spans.push(Span::styled(format!(" {} ", k.name()), t.field_name));
             spans.push(Span::styled(format!("{:.2}", k.of(sc)), t.field_value));
         }
+    } else if lab(ctx).is_some_and(|l| l.stopped) {
+        spans.push(Span::styled(" head scores stopped (Esc)", t.warn));
+    } else if !scores_ready(ctx) {
+        spans.push(Span::styled(" computing every head's scores…", t.dim));
     }
     spans
 }
@@ -262,16 +247,16 @@ impl View for ModelView {
         )
     }
 
-    /// Opening the view puts the cursor on the layer and head on screen and scores every
-    /// head (once per session).
+    /// Opening the view puts the cursor on the layer and head on screen and, once per
+    /// session, asks a worker for every head's scores.
     fn refresh(&self, ctx: &mut Context) {
         let Some(s) = ctx.source.session() else {
             return;
         };
         let key = session_key(s);
         if lab(ctx).is_none_or(|l| l.session != key) {
-            let scores = scores_of(s, &s.attention);
-            // What the view was set to show stays (a run after an ablation is a new session).
+            // What the view was set to show stays (a run after an ablation is a new
+            // session); the scores of the new one come from a worker.
             let (show, contrib, writers) = lab(ctx).map_or_else(
                 || (Show::Maps, false, Writers::default()),
                 |l| (l.show, l.contrib, l.writers.clone()),
@@ -280,16 +265,17 @@ impl View for ModelView {
                 ViewKind::Model,
                 ModelLab {
                     session: key,
-                    scores,
-                    contrib_scores: None,
+                    scores: [None, None],
                     show,
                     contrib,
                     rollout: [None, None],
                     writers,
+                    stopped: false,
                 },
             );
+        } else if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
+            l.stopped = false;
         }
-        derive(ctx);
         ctx.cursor = (ctx.layer(), ctx.head);
     }
 
@@ -307,7 +293,6 @@ impl View for ModelView {
                 if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
                     l.show = l.show.next();
                 }
-                derive(ctx);
             }
             Action::ViewCommand(CMD_CONTRIB) => {
                 let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) else {
@@ -322,7 +307,6 @@ impl View for ModelView {
                 if ask {
                     ctx.request = Some(Request::KeepContributions);
                 }
-                derive(ctx);
             }
             Action::ViewCommand(CMD_WRITERS) => {
                 let Some(model) = ctx.source.session().map(writers::model_key) else {
@@ -348,6 +332,31 @@ impl View for ModelView {
                         Ok(s) => WritersState::Ready(s),
                         Err(e) => WritersState::Failed(e),
                     };
+                }
+            }
+            Action::CancelWork => {
+                if wanted(ctx).is_some()
+                    && let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model)
+                {
+                    l.stopped = true;
+                }
+            }
+            Action::Derived(report) => {
+                let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) else {
+                    return;
+                };
+                match *report {
+                    DerivedReport::HeadScores {
+                        session,
+                        measure,
+                        scores,
+                    } if session == l.session => l.scores[measure as usize] = Some(scores.0),
+                    DerivedReport::Rollout {
+                        session,
+                        measure,
+                        rollout,
+                    } if session == l.session => l.rollout[measure as usize] = Some(rollout.0),
+                    _ => {}
                 }
             }
             Action::ViewCommand(CMD_ABLATE) => {

@@ -22,11 +22,17 @@ pub const MAX_TOKENS: usize = 256;
 const ABOUT_EN: &str = "Rollout multiplies the layers' head-averaged weights, each mixed half and half with the identity for the residual stream: row i says where token i's final state came from. In causal models most of it drains to the first tokens.";
 const ABOUT_ZH: &str = "Rollout 把各层按头平均后的权重连乘，每层都与单位矩阵各占一半以代表残差连接：第 i 行表示词元 i 的最终状态来自哪里。在因果模型里，大部分会流向开头的几个词元。";
 
+/// Is the text short enough for the app to roll it out?
+pub fn fits(s: &ModelSession) -> bool {
+    s.n() <= MAX_TOKENS
+}
+
 /// The rollout of this model session's weights or contributions (n x n, row-major), if
-/// the text is short enough and the session keeps them.
+/// the text is short enough and the session keeps them (on a worker thread: about a
+/// second at [`MAX_TOKENS`]).
 pub fn compute(s: &ModelSession, m: Measure) -> Option<Vec<f64>> {
     let maps = s.maps(m)?;
-    (s.n() <= MAX_TOKENS).then(|| {
+    fits(s).then(|| {
         let mut r = scores::Rollout::new(s.n());
         for l in 0..maps.layers() {
             r.push_layer(&maps.layer(l), s.config().heads);
@@ -58,6 +64,16 @@ pub fn render(
     }
     let n = s.n();
     let Some(r) = rollout else {
+        if fits(s) {
+            buf.set_stringn(
+                map.x,
+                map.y,
+                "computing the rollout through every layer…",
+                map.width as usize,
+                t.dim,
+            );
+            return;
+        }
         buf.set_stringn(
             map.x,
             map.y,

@@ -10,6 +10,8 @@
 //!
 //! The cursor row is the token (its position); the head is the app's.
 
+use std::sync::Arc;
+
 use ndarray::Array2;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -20,6 +22,7 @@ use crate::engine::pipeline::{Matrix, StageId};
 use crate::model::config::RopeStyle;
 use crate::model::positions::{LearnedRows, PositionInfo, RopeInfo};
 use crate::model::session::ModelSession;
+use crate::tui::action::PositionData;
 use crate::tui::context::{Context, Source};
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views::panel::{MAX_CELL, MatrixPanel};
@@ -29,15 +32,14 @@ use crate::widgets::numfmt::fit_number;
 use crate::widgets::text::{escape_controls, width};
 
 /// What the position view keeps for a real model: the encoding, and the panels' matrices
-/// built once (a 1,024-token text's n x n similarity is too big to rebuild every frame).
+/// built once (a 1,024-token text's n x n similarity is too big to rebuild every frame),
+/// by a worker thread (`tui::lens_worker`); None until its report comes.
 #[derive(Debug)]
 pub struct RealPositionLab {
     key: String,
-    pub info: PositionInfo,
-    /// RoPE: cos(angle) [position x pair]; learned: the table's rows [position x dim].
-    pub table: Option<Matrix>,
-    /// Learned: cosine similarity of the rows [position x position].
-    pub similarity: Option<Matrix>,
+    pub data: Option<Arc<PositionData>>,
+    /// Esc stopped the worker: not asked again until the view is opened again.
+    pub stopped: bool,
 }
 
 fn position_labels(s: &ModelSession, n: usize) -> Vec<String> {
@@ -86,7 +88,8 @@ fn matrices(s: &ModelSession, info: &PositionInfo) -> (Option<Matrix>, Option<Ma
     }
 }
 
-fn session_key(s: &ModelSession) -> String {
+/// How the view names a model session.
+pub fn session_key(s: &ModelSession) -> String {
     format!("{:p} {:?} {:?}", s, s.ids, s.options)
 }
 
@@ -94,26 +97,68 @@ pub fn lab(state: &Context) -> Option<&RealPositionLab> {
     state.views.get::<RealPositionLab>(ViewKind::Position)
 }
 
-/// Read the session's position encoding, unless done for this model session already.
+fn data(state: &Context) -> Option<&PositionData> {
+    lab(state)?.data.as_deref()
+}
+
+/// The session's position encoding and the panels' matrices (for the worker).
+pub fn compute(s: &ModelSession) -> PositionData {
+    let info = PositionInfo::of(s);
+    let (table, similarity) = matrices(s, &info);
+    PositionData {
+        info,
+        table,
+        similarity,
+    }
+}
+
+/// Wait for the session's position encoding, unless it is read for this model session
+/// already.
 pub fn ensure(state: &mut Context) {
     let Some(session) = state.source.session() else {
         return;
     };
     let key = session_key(session);
-    if lab(state).is_some_and(|l| l.key == key) {
+    if let Some(l) = state.views.get_mut::<RealPositionLab>(ViewKind::Position)
+        && l.key == key
+    {
+        l.stopped = false;
         return;
     }
-    let info = PositionInfo::of(session);
-    let (table, similarity) = matrices(session, &info);
     state.views.set(
         ViewKind::Position,
         RealPositionLab {
             key,
-            info,
-            table,
-            similarity,
+            data: None,
+            stopped: false,
         },
     );
+}
+
+/// Esc: stop waiting for the worker, if the view waits.
+pub fn cancel(state: &mut Context) {
+    if wanted(state).is_some()
+        && let Some(l) = state.views.get_mut::<RealPositionLab>(ViewKind::Position)
+    {
+        l.stopped = true;
+    }
+}
+
+/// The session the open view waits for the position encoding of, by its key.
+pub fn wanted(state: &Context) -> Option<String> {
+    let l = lab(state)?;
+    let s = state.source.session()?;
+    (state.view == ViewKind::Position && l.data.is_none() && !l.stopped && l.key == session_key(s))
+        .then(|| l.key.clone())
+}
+
+/// A worker's report: kept if it is of the session the view waits for.
+pub fn report(state: &mut Context, key: String, data: Arc<PositionData>) {
+    if let Some(l) = state.views.get_mut::<RealPositionLab>(ViewKind::Position)
+        && l.key == key
+    {
+        l.data = Some(data);
+    }
 }
 
 /// The header line under the tabs: which encoding the model uses.
@@ -123,7 +168,7 @@ pub fn subtitle(state: &Context) -> String {
         .session()
         .map(|s| s.model.name.clone())
         .unwrap_or_default();
-    match lab(state).map(|l| &l.info) {
+    match data(state).map(|d| &d.info) {
         Some(PositionInfo::Rope(r)) => format!(
             "{name} uses RoPE, base {}{}: q and k turned pair by pair",
             num(r.base),
@@ -169,13 +214,22 @@ fn layer(state: &Context) -> usize {
 }
 
 pub fn render(state: &Context, area: Rect, buf: &mut Buffer) {
-    let Some(lab) = lab(state) else {
-        return;
-    };
     let Some(session) = state.source.session() else {
         return;
     };
     let th = &state.theme;
+    let Some(lab) = data(state) else {
+        let mut w = LineWriter::new(area, buf);
+        if self::lab(state).is_some_and(|l| l.stopped) {
+            w.text(
+                "stopped (Esc): open the view again to read the model's position encoding",
+                th.warn,
+            );
+        } else {
+            w.text("reading the model's position encoding…", th.dim);
+        }
+        return;
+    };
     match &lab.info {
         PositionInfo::Rope(r) => render_rope(state, session, lab, r, area, buf),
         PositionInfo::Learned(l) => render_learned(state, session, lab, l, area, buf),
@@ -202,7 +256,7 @@ pub fn render(state: &Context, area: Rect, buf: &mut Buffer) {
 fn render_rope(
     state: &Context,
     s: &ModelSession,
-    lab: &RealPositionLab,
+    lab: &PositionData,
     r: &RopeInfo,
     area: Rect,
     buf: &mut Buffer,
@@ -376,7 +430,7 @@ fn render_pairs(
 fn render_learned(
     state: &Context,
     s: &ModelSession,
-    lab: &RealPositionLab,
+    lab: &PositionData,
     l: &LearnedRows,
     area: Rect,
     buf: &mut Buffer,
