@@ -323,6 +323,31 @@ impl DrawCache {
         memo(&self.maps, key, || Arc::new(make()))
     }
 
+    /// Makes the maps of `keys` not made yet, all at once on every core (a view's first
+    /// frame pools dozens of maps of n x n weights), then keeps them for [`Self::map`].
+    pub fn fill_maps(&self, keys: &[MapKey], make: impl Fn(&MapKey) -> Vec<Option<f64>> + Sync) {
+        use rayon::prelude::*;
+        let missing: Vec<MapKey> = {
+            let m = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+            keys.iter()
+                .filter(|k| !m.contains_key(k))
+                .copied()
+                .collect()
+        };
+        if missing.len() < 2 {
+            return;
+        }
+        let made: Vec<_> = missing
+            .par_iter()
+            .map(|k| (*k, Arc::new(make(k))))
+            .collect();
+        let mut m = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() + made.len() > CACHE_ENTRIES {
+            m.clear();
+        }
+        m.extend(made);
+    }
+
     /// A colour scale of the matrices starting at `first` (`count` of them), made once.
     pub fn scale(
         &self,

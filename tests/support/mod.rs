@@ -8,7 +8,7 @@
 //! - [`vocab`]: a tiny byte-level BPE vocabulary (~300 tokens) and a WordPiece one;
 //! - [`headless`]: the options of headless recordings and stills;
 //! - [`soak`]: the time budget of the long soaks;
-//! - [`measure`]: a child's exit, peak memory and time, for the limit tests.
+//! - [`measure`]: a child's exit, peak memory and time, for the limit tests;
 //! - [`screen`]: the app's screen as text, drawn headless.
 
 #![allow(dead_code)]

@@ -111,6 +111,22 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
     let how = ctx.zoom.pool;
     let scale = ValueScale::Sequential { lo: 0.0, hi: 1.0 };
     let ablated = &s.options.ablate;
+    // Keyed by the maps drawn: the weights and the contributions each have theirs.
+    let key = |layer: usize, h: usize| (shown as *const _ as usize, layer, h, g.per_cell, how);
+    let fits = |layer: usize, h: usize| {
+        g.map_rect(layer, h)
+            .is_some_and(|r| r.y < maps.bottom() && r.intersection(maps).width >= g.map_w)
+    };
+    let visible: Vec<_> = (g.first_layer..g.first_layer + g.rows)
+        .flat_map(|layer| (0..heads).map(move |h| (layer, h)))
+        .filter(|&(layer, h)| fits(layer, h))
+        .map(|(layer, h)| key(layer, h))
+        .collect();
+    ctx.cache.fill_maps(&visible, |&(_, layer, h, _, _)| {
+        pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
+            shown.row_prefix_into(layer, h, i, row)
+        })
+    });
     for layer in g.first_layer..g.first_layer + g.rows {
         let y = g.origin.1 + (layer - g.first_layer) as u16 * (g.map_h + 1);
         if y >= maps.bottom() {
@@ -136,9 +152,7 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
             if rect.width < g.map_w {
                 break;
             }
-            // Keyed by the maps drawn: the weights and the contributions each have theirs.
-            let key = (shown as *const _ as usize, layer, h, g.per_cell, how);
-            let values = ctx.cache.map(key, || {
+            let values = ctx.cache.map(key(layer, h), || {
                 pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
                     shown.row_prefix_into(layer, h, i, row)
                 })
