@@ -201,7 +201,7 @@ impl ModelSession {
     }
 
     /// The same text run again with `options`, keeping every layer's contributions if
-    /// `contributions` or if this session keeps them: [`with_contributions`] when only
+    /// `contributions` or if `self` keeps them: [`with_contributions`] when only
     /// the contributions are new, else [`intervened`].
     ///
     /// [`with_contributions`]: ModelSession::with_contributions
