@@ -94,7 +94,9 @@ fn drive_the_app_in_tmux() {
     );
 
     tmux(&["send-keys", "-t", &name, "?"]);
-    let screen = wait_for(&name, "help: keys");
+    // Wait for the overlay's later section: a capture can land while a frame is drawn.
+    let screen = wait_for(&name, "Stages and heads");
+    assert!(screen.contains("help: keys"), "{screen}");
     assert!(screen.contains("Stages and heads"), "{screen}");
     tmux(&["send-keys", "-t", &name, "Escape"]);
     sleep(Duration::from_millis(200));
