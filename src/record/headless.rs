@@ -58,11 +58,14 @@ impl Headless {
     /// Show step `k` (from 0) of the scene.
     pub fn goto(&mut self, k: usize) {
         update(&mut self.state, Action::GotoStep(k));
+        // No worker thread here: the model runs a step asks for are computed in place.
+        crate::tui::lens_worker::run_pending(&mut self.state);
     }
 
     /// Let `ms` of virtual time pass.
     pub fn tick(&mut self, ms: u64) {
         update(&mut self.state, Action::Tick { ms });
+        crate::tui::lens_worker::run_pending(&mut self.state);
     }
 
     /// The step on screen, from 0.

@@ -4,7 +4,6 @@
 //! worker ran, with the pipeline it built).
 
 use crate::engine::pipeline::Pipeline;
-use crate::model::forward::ForwardOptions;
 use crate::model::session::ModelSession;
 use crate::tui::state::{Source, State, StatusKind};
 use crate::tui::views;
@@ -33,24 +32,6 @@ fn install(state: &mut State, source: Source, pipeline: Pipeline) {
     let view = views::current(state);
     view.refresh(state);
     state.clamp();
-}
-
-/// Run the real model again with other interventions (same text, same layer); the
-/// cursor stays where it was. False (with the error on the status line) if it failed.
-pub(crate) fn rerun(state: &mut State, options: ForwardOptions) -> bool {
-    let Source::Real { session, .. } = &state.source else {
-        return false;
-    };
-    if session.options == options {
-        return true;
-    }
-    match session.intervened(options) {
-        Ok(new) => adopt(state, std::sync::Arc::new(new), None),
-        Err(e) => {
-            state.set_status(StatusKind::Error, e.to_string());
-            false
-        }
-    }
 }
 
 /// Show the model session `new` (the same text run again) in place of the current one,

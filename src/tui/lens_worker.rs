@@ -326,15 +326,16 @@ fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64) -> Str
         ),
         What::Rerun {
             options,
-            contributions: true,
+            contributions,
             ..
         } => format!(
-            "running the model again on {tokens} tokens to keep every head's contributions ({} head(s) ablated) · {secs:.1} s · Esc stops",
-            options.ablate.len()
-        ),
-        What::Rerun { options, .. } => format!(
-            "running the model again on {tokens} tokens with {} head(s) ablated · {secs:.1} s · Esc stops",
-            options.ablate.len()
+            "running the model again on {tokens} tokens{} ({}) · {secs:.1} s · Esc stops",
+            if *contributions {
+                " to keep every head's contributions"
+            } else {
+                ""
+            },
+            interventions(options),
         ),
         What::HeadScores { measure, .. } => format!(
             "scoring every head's {} on {tokens} tokens: {done} of {heads} heads · {secs:.1} s · Esc stops",
@@ -350,6 +351,30 @@ fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64) -> Str
             "reading the model's position encoding for {tokens} tokens · {secs:.1} s · Esc stops"
         ),
         What::Lens { .. } | What::Attribution { .. } | What::Composition => String::new(),
+    }
+}
+
+/// What a run changes, for its progress line: "2 heads ablated, mask window:6,1".
+fn interventions(o: &ForwardOptions) -> String {
+    let mut parts = Vec::new();
+    match o.ablate.len() {
+        0 => {}
+        1 => parts.push("1 head ablated".to_string()),
+        n => parts.push(format!("{n} heads ablated")),
+    }
+    if let Some(m) = &o.mask {
+        parts.push(format!("mask {m}"));
+    }
+    if let Some(b) = o.rope_base {
+        parts.push(format!("RoPE base {b}"));
+    }
+    if o.no_pe {
+        parts.push("no position encoding".to_string());
+    }
+    if parts.is_empty() {
+        "as it was".to_string()
+    } else {
+        parts.join(", ")
     }
 }
 

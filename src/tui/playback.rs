@@ -5,11 +5,12 @@
 use crate::cli::Lang;
 use crate::model::forward::ForwardOptions;
 use crate::scene::train::Condition;
-use crate::tui::change::{rebuild, rerun};
+use crate::tui::change::rebuild;
 use crate::tui::script::ScriptStep;
-use crate::tui::state::{Playback, SPEEDS, Source, State, StatusKind};
+use crate::tui::state::{PendingRerun, Playback, SPEEDS, Source, State, StatusKind};
 use crate::tui::training::{self, Gate};
 use crate::tui::views;
+use crate::tui::views::decode::session_key;
 
 impl State {
     /// Load a script and show its first step; `autoplay` starts playing at once.
@@ -198,7 +199,8 @@ pub(crate) fn tick(state: &mut State, ms: u64) {
     let Some(p) = state.script.as_mut() else {
         return;
     };
-    if !p.playing {
+    // The clock waits while the model runs again for the step on screen.
+    if !p.playing || state.rerun.is_some() {
         return;
     }
     p.elapsed_ms += ms as f64 * p.speed;
@@ -265,6 +267,10 @@ fn advance(state: &mut State) {
         if let Some(p) = state.script.as_mut() {
             p.elapsed_ms = rest;
         }
+        if state.rerun.is_some() {
+            // The step's model run comes first; the clock goes on once it is shown.
+            return;
+        }
     }
 }
 
@@ -287,7 +293,9 @@ fn say_skipped(state: &mut State, skipped: &[Condition]) {
 }
 
 /// A lesson step's layer and interventions on a real model; the problems go to the
-/// step's warning.
+/// step's warning. The model runs again on a worker (the event loop's, or
+/// `lens_worker::run_pending` for headless drivers), with a progress line, while the
+/// lesson's clock waits for it ([`tick`]); Esc stops it and leaves the model as it was.
 fn apply_model_step(state: &mut State, step: &ScriptStep, problems: &mut Vec<String>) {
     let Source::Real { session, layer } = &state.source else {
         if step.layer.is_some() || step.intervene.is_some() {
@@ -296,6 +304,25 @@ fn apply_model_step(state: &mut State, step: &ScriptStep, problems: &mut Vec<Str
         return;
     };
     let (session, now) = (session.clone(), *layer);
+    if let Some(l) = step.layer
+        && l != now
+    {
+        let layers = session.config().layers;
+        if l >= layers {
+            problems.push(format!(
+                "layer index {l} (layers are indexed 0..={})",
+                layers - 1
+            ));
+        } else {
+            rebuild(
+                state,
+                Source::Real {
+                    session: session.clone(),
+                    layer: l,
+                },
+            );
+        }
+    }
     if let Some(iv) = &step.intervene {
         // A mask the lesson set up (padding) stays unless the step replaces it.
         let base = session.base_options().mask.clone();
@@ -306,22 +333,11 @@ fn apply_model_step(state: &mut State, step: &ScriptStep, problems: &mut Vec<Str
             no_pe: iv.no_pe,
             ..session.options.clone()
         };
-        if !rerun(state, options) {
-            problems.push("interventions the model could not run".into());
-        }
-    }
-    if let Some(l) = step.layer
-        && l != now
-    {
-        let layers = session.config().layers;
-        if l >= layers {
-            problems.push(format!(
-                "layer index {l} (layers are indexed 0..={})",
-                layers - 1
-            ));
-        } else if let Source::Real { session, .. } = &state.source {
-            let session = session.clone();
-            rebuild(state, Source::Real { session, layer: l });
-        }
+        state.rerun = (session.options != options).then(|| PendingRerun {
+            base: session_key(&session),
+            options,
+            contributions: false,
+            for_lesson: true,
+        });
     }
 }

@@ -301,9 +301,18 @@ fn render_fields(state: &State, area: Rect, buf: &mut Buffer) {
 
 fn render_narration(state: &State, area: Rect, buf: &mut Buffer) {
     let t = &state.theme;
-    let (text_s, style) = match (&state.progress, &state.status) {
-        (Some(p), _) => (p.clone(), t.key),
-        (None, Some(s)) => {
+    let w = area.width.saturating_sub(2) as usize;
+    let mut area = area;
+    if let Some(p) = &state.progress {
+        // A run's progress takes the last line, fitted to it, and the narration keeps
+        // the lines above: a lesson step's text stays readable while its model runs.
+        let last = area.y + area.height.saturating_sub(1);
+        let line = fit_progress(&state.glyphs.text(p), w, state.glyphs.ellipsis);
+        buf.set_stringn(area.x + 1, last, line, w, t.key);
+        area.height = area.height.saturating_sub(1);
+    }
+    let (text_s, style) = match &state.status {
+        Some(s) if state.progress.is_none() => {
             let style = match s.kind {
                 StatusKind::Info => t.good,
                 StatusKind::Warn => t.warn,
@@ -311,10 +320,9 @@ fn render_narration(state: &State, area: Rect, buf: &mut Buffer) {
             };
             (s.text.clone(), style)
         }
-        (None, None) => (state.narration_text(), t.narration),
+        _ => (state.narration_text(), t.narration),
     };
     let text_s = state.glyphs.text(&text_s).into_owned();
-    let w = area.width.saturating_sub(2) as usize;
     let lines = text::wrap(&text_s, w);
     let n = lines.len();
     for (i, l) in lines.into_iter().take(area.height as usize).enumerate() {
@@ -326,6 +334,24 @@ fn render_narration(state: &State, area: Rect, buf: &mut Buffer) {
         };
         buf.set_stringn(area.x + 1, area.y + i as u16, l, w, style);
     }
+}
+
+/// A progress line ("what · 1.2 s · Esc stops") in `w` columns: the description is cut
+/// first, so the time and how to stop stay whole.
+fn fit_progress(p: &str, w: usize, ellipsis: &str) -> String {
+    if text::width(p) <= w {
+        return p.to_string();
+    }
+    let mut parts: Vec<&str> = p.split(" · ").collect();
+    let tail = parts
+        .split_off(parts.len().saturating_sub(2).max(1))
+        .join(" · ");
+    let head = parts.join(" · ");
+    let room = w.saturating_sub(text::width(&tail) + 3);
+    if room < 8 {
+        return text::fit(p, w, ellipsis);
+    }
+    format!("{} · {tail}", text::fit(&head, room, ellipsis))
 }
 
 fn render_hints(state: &State, area: Rect, buf: &mut Buffer) {

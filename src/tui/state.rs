@@ -170,6 +170,8 @@ pub struct PendingRerun {
     pub options: crate::model::forward::ForwardOptions,
     /// Keep every layer's contributions too (`w`, the first time they are shown).
     pub contributions: bool,
+    /// Asked for by a lesson step: once shown, the step's narration stays (no status).
+    pub for_lesson: bool,
 }
 
 impl Deref for State {

@@ -196,10 +196,12 @@ fn work(state: &mut State, report: WorkReport) {
             pipeline,
         } => {
             let now = state.source.session().map(session_key);
+            let for_lesson = state.rerun.as_ref().is_some_and(|p| p.for_lesson);
             let wanted = PendingRerun {
                 base,
                 options,
                 contributions,
+                for_lesson,
             };
             if state.rerun.as_ref() != Some(&wanted) || now.as_ref() != Some(&wanted.base) {
                 // Stopped with Esc, or asked again with other heads: dropped.
@@ -219,7 +221,7 @@ fn work(state: &mut State, report: WorkReport) {
                             .map(|(_, p)| {
                                 std::sync::Arc::try_unwrap(p.0).unwrap_or_else(|p| (*p).clone())
                             });
-                    if adopt(state, new.0, built) {
+                    if adopt(state, new.0, built) && !for_lesson {
                         let s = state.source.session();
                         let kept = s.and_then(|s| s.contributions.as_ref());
                         match kept {
@@ -315,6 +317,7 @@ fn handle_request(state: &mut State, request: Request) {
                 base,
                 options,
                 contributions: keep,
+                for_lesson: false,
             });
         }
         Request::KeepContributions => {
@@ -335,6 +338,7 @@ fn handle_request(state: &mut State, request: Request) {
                 base,
                 options,
                 contributions: true,
+                for_lesson: false,
             });
         }
         Request::OpenHead { layer, head, view } => {

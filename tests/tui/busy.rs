@@ -366,3 +366,57 @@ fn smollm2_answers_keys_within_100_ms_while_it_ablates_scores_and_decodes_a_long
         "{shown}"
     );
 }
+
+/// A lesson step that changes the model (attention-sinks' window mask) runs it again on
+/// the worker: the step's narration shows at once with a progress line under it, the
+/// lesson's clock waits for the run, and once the run is shown the narration's figure
+/// (the loss under the window) is the session's and the clock goes on.
+#[test]
+fn a_lesson_step_runs_the_model_on_the_worker_and_its_clock_waits() {
+    if support::smollm2().is_none() {
+        return;
+    }
+    let scene = attnviz::scene::builtin("attention-sinks").unwrap();
+    let steps = attnviz::tui::script::lesson(&scene, Lang::En);
+    let app = AppOptions::headless(Lang::En, None, false, "sinks");
+    let mut s = attnviz::tui::lesson::lesson_state(&scene, steps, app, true, 1.0).unwrap();
+    update(
+        &mut s,
+        Action::Resize {
+            cols: 100,
+            rows: 30,
+        },
+    );
+    let mut term = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let mut driver = Driver::default();
+    let before = s.source.session().unwrap().loss().unwrap();
+    // Step 5 (index 4) sets the window mask: asked of the worker, not run here.
+    update(&mut s, Action::GotoStep(4));
+    assert!(
+        s.rerun.is_some(),
+        "the step ran the model on the event loop"
+    );
+    assert_eq!(s.source.session().unwrap().loss().unwrap(), before);
+    driver.sync(&mut s);
+    let shown = screen(&s, &mut term);
+    assert!(shown.contains("A window of 6"), "{shown}");
+    assert!(
+        shown.contains("running the model again") && shown.contains("mask window:6"),
+        "{shown}"
+    );
+    // The clock waits for the run.
+    update(&mut s, Action::Tick { ms: 60_000 });
+    let p = s.script.as_ref().unwrap();
+    assert_eq!((p.index, p.elapsed_ms), (4, 0.0));
+    wait(&mut s, &mut driver, |s| s.rerun.is_none());
+    settle(&mut s, &mut driver);
+    let session = s.source.session().unwrap();
+    let after = session.loss().unwrap();
+    assert!(session.options.mask.is_some() && after > before + 0.1);
+    let shown = screen(&s, &mut term);
+    assert!(!shown.contains("running the model again"), "{shown}");
+    assert!(shown.contains(&format!("{after:.3}")), "{shown}");
+    // And goes on once it is shown.
+    update(&mut s, Action::Tick { ms: 60_000 });
+    assert!(s.script.as_ref().unwrap().index > 4);
+}
