@@ -28,13 +28,14 @@ fn squeeze(s: &str) -> String {
 }
 
 /// Show every step of every built-in in both languages, moving on with `advance`, and
-/// return the steps whose narration is not on screen whole. A training lesson's steps
-/// always come on the virtual clock, whatever `advance` does: `training` says whether
-/// to play those lessons too.
-fn narration_problems(advance: impl Fn(&mut Headless, usize, u64), training: bool) -> Vec<String> {
+/// return the steps whose narration is not on screen whole. A training lesson is left
+/// to the tui tests (`train::every_narration_of_the_lesson_is_on_screen_whole`), which
+/// play it once per language for all their checks: its run trains on the virtual clock
+/// whatever `advance` does, so here it would only train it again.
+fn narration_problems(advance: impl Fn(&mut Headless, usize, u64)) -> Vec<String> {
     let mut hidden = Vec::new();
     for scene in scene::builtins().unwrap() {
-        if scene.train().is_some() && !training {
+        if scene.train().is_some() {
             continue;
         }
         // A lesson on a trained model plays where the model is; without it, it is skipped.
@@ -51,19 +52,7 @@ fn narration_problems(advance: impl Fn(&mut Headless, usize, u64), training: boo
             let mut player = Headless::new(&scene, &options(lang), true).unwrap();
             let mut view = scene.view;
             for (k, step) in scene.steps.iter().enumerate() {
-                if scene.train().is_some() {
-                    // A training lesson's steps come when its run reaches them (a step
-                    // it never reaches is skipped): train on until then.
-                    while player.step_index() < Some(k) {
-                        let Some(wait) = player.next_change_in_ms() else {
-                            break;
-                        };
-                        player.tick(wait.max(1));
-                    }
-                    if player.step_index() != Some(k) {
-                        continue;
-                    }
-                } else if k > 0 {
+                if k > 0 {
                     advance(&mut player, k, scene.steps[k - 1].dwell_ms);
                 }
                 assert_eq!(
@@ -81,12 +70,7 @@ fn narration_problems(advance: impl Fn(&mut Headless, usize, u64), training: boo
                 if views::find(view).is_none() {
                     continue;
                 }
-                // A training lesson's narration quotes the run: the numbers filled in.
-                let want = if scene.train().is_some() {
-                    squeeze(&player.state().narration_text())
-                } else {
-                    squeeze(step.narration.get(lang))
-                };
+                let want = squeeze(step.narration.get(lang));
                 let got = narration_on(&screen);
                 if got != want {
                     hidden.push(format!(
@@ -103,7 +87,7 @@ fn narration_problems(advance: impl Fn(&mut Headless, usize, u64), training: boo
 
 #[test]
 fn every_step_of_every_scene_renders_in_both_languages() {
-    let hidden = narration_problems(|p, k, _| p.goto(k), true);
+    let hidden = narration_problems(|p, k, _| p.goto(k));
     assert!(
         hidden.is_empty(),
         "narration not shown whole:\n{}",
@@ -113,9 +97,8 @@ fn every_step_of_every_scene_renders_in_both_languages() {
 
 #[test]
 fn autoplay_shows_every_narration_too() {
-    // The recording's path: virtual time moves the steps on. A training lesson takes
-    // that path in the test above already.
-    let hidden = narration_problems(|p, _, dwell| p.tick(dwell), false);
+    // The recording's path: virtual time moves the steps on.
+    let hidden = narration_problems(|p, _, dwell| p.tick(dwell));
     assert!(
         hidden.is_empty(),
         "narration not shown whole:\n{}",

@@ -304,6 +304,43 @@ fn the_lesson_narrates_what_its_run_does() {
     }
 }
 
+/// Every narration the lesson shows is on screen whole at 100x30, numbers filled in, in
+/// some frame of the recording (the record_render test leaves the training lesson to
+/// this one, which has played it already).
+#[test]
+fn every_narration_of_the_lesson_is_on_screen_whole() {
+    let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    for lang in [Lang::En, Lang::Zh] {
+        let Played {
+            recording, shown, ..
+        } = played(lang);
+        let region =
+            attnviz::tui::render::regions(ratatui::layout::Rect::new(0, 0, 100, 30)).narration;
+        let on_screen: Vec<String> = recording
+            .frames
+            .iter()
+            .map(|f| {
+                let text = still::text(&f.screen);
+                squeeze(
+                    &text
+                        .lines()
+                        .skip(region.y as usize)
+                        .take(region.height as usize)
+                        .collect::<String>(),
+                )
+            })
+            .collect();
+        for (k, _, _, narration) in shown {
+            let want = squeeze(narration);
+            assert!(
+                on_screen.contains(&want),
+                "{lang:?} step {}: not on screen whole: {narration}",
+                k + 1
+            );
+        }
+    }
+}
+
 #[test]
 fn the_lesson_records_the_same_bytes_twice_in_every_format() {
     // Twice on the lesson as written but a 75-step run: the same code, a fifth of the
