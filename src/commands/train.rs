@@ -161,7 +161,7 @@ fn report_ablation(ab: &AblationRecord, json: bool) -> Result<()> {
         return output::println(&line);
     }
     let mut line = format!(
-        "ablation on the probe's copy: loss {:.3}; without L{}H{} (previous-token {:.2}) {:.3}; without L{}H{} (induction {:.2}) {:.3}; without both {:.3}; without the {} induction head(s) together {:.3}",
+        "ablation on the probe's copy: loss {:.3}; without L{}H{} (previous-token {:.2}) {:.3}; without L{}H{} (induction {:.2}) {:.3}; without both {:.3}; without the {} induction head(s) together {:.3}; without the {} previous-token head(s) together {:.3}; without all of them {:.3}",
         ab.probe_loss,
         ab.prev_token_head.layer,
         ab.prev_token_head.head,
@@ -174,6 +174,9 @@ fn report_ablation(ab: &AblationRecord, json: bool) -> Result<()> {
         ab.both_probe_loss,
         ab.induction_heads.len(),
         ab.induction_heads_probe_loss,
+        ab.prev_token_heads.len(),
+        ab.prev_token_heads_probe_loss,
+        ab.circuit_probe_loss,
     );
     // With one head a layer there is no other head to remove.
     if let Some(worst) = ab.other_heads.iter().map(|h| h.probe_loss).reduce(f64::max) {

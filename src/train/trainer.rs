@@ -127,9 +127,10 @@ pub struct HeadAblation {
 /// The ablation test at the end of a run: the probe's loss on the tokens of its second
 /// copy (after its first) with nothing removed, with the best previous-token head of the
 /// first layer removed, with the best induction head of a later layer removed, and with
-/// each other head removed in turn; then with the two removed together, and with every
+/// each other head removed in turn; then with the two removed together, with every
 /// later head whose induction score reaches [`CIRCUIT_SCORE`] removed together (several
-/// heads of one layer often learn to copy, and each covers for the others).
+/// heads of one layer often learn to copy, and each covers for the others), the same for
+/// the first layer's previous-token heads, and with both sets removed: the circuit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AblationRecord {
     pub probe_loss: f64,
@@ -143,6 +144,13 @@ pub struct AblationRecord {
     pub induction_heads: Vec<(usize, usize)>,
     /// All of `induction_heads` removed together.
     pub induction_heads_probe_loss: f64,
+    /// The first layer's heads with a previous-token score of at least
+    /// [`CIRCUIT_SCORE`] (at least the best one).
+    pub prev_token_heads: Vec<(usize, usize)>,
+    /// All of `prev_token_heads` removed together.
+    pub prev_token_heads_probe_loss: f64,
+    /// `prev_token_heads` and `induction_heads` removed together.
+    pub circuit_probe_loss: f64,
 }
 
 /// What a view shows: progress, every evaluation so far, and the probe's head scores
@@ -463,6 +471,20 @@ impl Trainer {
         let (_, both_probe_loss) =
             self.probe_run(&probe, copy, &[(prev.0, prev.1), (ind.0, ind.1)])?;
         let (_, induction_heads_probe_loss) = self.probe_run(&probe, copy, &induction_heads)?;
+        let mut prev_token_heads: Vec<(usize, usize)> = (0..heads)
+            .filter(|&h| self.scores[0][h].prev_token >= CIRCUIT_SCORE)
+            .map(|h| (0, h))
+            .collect();
+        if !prev_token_heads.contains(&(prev.0, prev.1)) {
+            prev_token_heads.push((prev.0, prev.1));
+        }
+        let (_, prev_token_heads_probe_loss) = self.probe_run(&probe, copy, &prev_token_heads)?;
+        let circuit: Vec<(usize, usize)> = prev_token_heads
+            .iter()
+            .chain(&induction_heads)
+            .copied()
+            .collect();
+        let (_, circuit_probe_loss) = self.probe_run(&probe, copy, &circuit)?;
         let mut with = |l: usize, h: usize, score: f64| -> Result<HeadAblation> {
             let (_, loss) = self.probe_run(&probe, copy, &[(l, h)])?;
             Ok(HeadAblation {
@@ -486,6 +508,9 @@ impl Trainer {
             both_probe_loss,
             induction_heads,
             induction_heads_probe_loss,
+            prev_token_heads,
+            prev_token_heads_probe_loss,
+            circuit_probe_loss,
         }))
     }
 

@@ -497,6 +497,13 @@ fn train_ends_with_the_ablation_test() {
         a["induction_heads_probe_loss"],
         a["induction_head"]["probe_loss"]
     );
+    assert_eq!(a["prev_token_heads"], serde_json::json!([[0, 0]]));
+    assert_eq!(
+        a["prev_token_heads_probe_loss"],
+        a["prev_token_head"]["probe_loss"]
+    );
+    // One head a layer: the circuit is the best pair.
+    assert_eq!(a["circuit_probe_loss"], a["both_probe_loss"]);
     let both = a["both_probe_loss"].as_f64().unwrap();
     assert!(both.is_finite() && both > 0.0, "{a}");
 }
