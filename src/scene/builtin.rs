@@ -40,6 +40,7 @@ scenes![
     "induction-heads",
     // On trained models (`[pretrained]`): they need the model files to play.
     "attention-sinks",
+    "weights-contributions",
     "induction-real",
     "gqa-real",
     "rope-real",

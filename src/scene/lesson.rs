@@ -48,6 +48,8 @@ pub struct Step {
     pub layer: Option<usize>,
     /// What the model view shows.
     pub show: Option<ModelShow>,
+    /// The model and tokens views draw contributions (true) or weights (None: stay).
+    pub contributions: Option<bool>,
     /// Interventions in force from this step on.
     pub intervene: Option<Intervention>,
     pub highlight: Vec<(usize, usize)>,
@@ -97,6 +99,7 @@ impl Scene {
                 head: s.head,
                 layer: s.layer,
                 show: s.show,
+                contributions: s.contributions,
                 intervene: s.intervene.clone(),
                 highlight: s.highlight.clone(),
                 tiles: s.tiles.clone(),
@@ -117,6 +120,7 @@ impl Scene {
             if self.pretrained().is_some() {
                 first.layer.get_or_insert(0);
                 first.show.get_or_insert(ModelShow::Maps);
+                first.contributions.get_or_insert(false);
                 first.intervene.get_or_insert_with(Intervention::default);
             }
             // Replaying from the first step must undo a later step's backward pass.

@@ -136,6 +136,9 @@ pub struct RawStep {
     /// What the model view shows: `maps`, a head score (`prev-token`, `first-token`,
     /// `duplicate`, `induction`, `entropy`) or `rollout`.
     pub show: Option<Spanned<String>>,
+    /// What the model and tokens views draw: `weights` (A) or `contributions`
+    /// (||A v W_O||, rows summing to 1).
+    pub measure: Option<Spanned<String>>,
     /// Interventions on a trained model, from this step on.
     pub intervene: Option<Spanned<RawIntervene>>,
     /// Cells `[row, col]` of the main matrix.

@@ -21,6 +21,8 @@ pub struct ScriptStep {
     pub layer: Option<usize>,
     /// What the model view shows (None: stay).
     pub show: Option<ModelShow>,
+    /// The model and tokens views draw contributions (true) or weights (None: stay).
+    pub contributions: Option<bool>,
     /// Interventions on a trained model from this step on (None: keep the current ones).
     pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.

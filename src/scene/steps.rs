@@ -18,6 +18,15 @@ use super::{Animation, FlashBlocks, Intervention, Step};
 use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{Pipeline, StageId};
 
+/// A step's keys that only a lesson on a trained model has.
+#[derive(Default)]
+struct TrainedKeys {
+    layer: Option<usize>,
+    show: Option<ModelShow>,
+    contributions: Option<bool>,
+    intervene: Option<Intervention>,
+}
+
 impl Checker<'_, '_> {
     pub(super) fn step(
         &mut self,
@@ -103,12 +112,17 @@ impl Checker<'_, '_> {
         };
         // A [train] lesson's fixed-model keys are refused by `train_keys`, once.
         let trained = if model.train {
-            Some((None, None, None))
+            Some(TrainedKeys::default())
         } else {
             self.trained_keys(i, s, model.pretrained)
         };
         ok &= trained.is_some();
-        let (layer, show, intervene) = trained.unwrap_or_default();
+        let TrainedKeys {
+            layer,
+            show,
+            contributions,
+            intervene,
+        } = trained.unwrap_or_default();
         let when = self.train_keys(i, s, model.train);
         ok &= when.is_some();
         let when = when.flatten();
@@ -295,6 +309,7 @@ impl Checker<'_, '_> {
             head,
             layer,
             show,
+            contributions,
             intervene,
             highlight,
             tiles,
@@ -308,21 +323,16 @@ impl Checker<'_, '_> {
         })
     }
 
-    /// The keys only a lesson on a trained model has: `layer`, `show` and `intervene`.
-    /// `None` when one is wrong (reported).
-    #[allow(clippy::type_complexity)]
-    fn trained_keys(
-        &mut self,
-        i: usize,
-        s: &RawStep,
-        pretrained: bool,
-    ) -> Option<(Option<usize>, Option<ModelShow>, Option<Intervention>)> {
+    /// The keys only a lesson on a trained model has: `layer`, `show`, `measure` and
+    /// `intervene`. `None` when one is wrong (reported).
+    fn trained_keys(&mut self, i: usize, s: &RawStep, pretrained: bool) -> Option<TrainedKeys> {
         let field = |name: &str| format!("steps[{i}].{name}");
         let mut ok = true;
         if !pretrained {
             let spans = [
                 s.layer.as_ref().map(|v| (v.span(), "layer")),
                 s.show.as_ref().map(|v| (v.span(), "show")),
+                s.measure.as_ref().map(|v| (v.span(), "measure")),
                 s.intervene.as_ref().map(|v| (v.span(), "intervene")),
             ];
             for (span, name) in spans.into_iter().flatten() {
@@ -333,7 +343,7 @@ impl Checker<'_, '_> {
                 );
                 ok = false;
             }
-            return ok.then_some((None, None, None));
+            return ok.then_some(TrainedKeys::default());
         }
         let layer = match &s.layer {
             Some(l) => match usize::try_from(*l.get_ref()) {
@@ -355,6 +365,24 @@ impl Checker<'_, '_> {
                 Ok(x) => Some(x),
                 Err(msg) => {
                     self.p.on(v, field("show"), msg);
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let contributions = match &s.measure {
+            Some(v) => match v.get_ref().as_str() {
+                "weights" => Some(false),
+                "contributions" => Some(true),
+                other => {
+                    self.p.on(
+                        v,
+                        field("measure"),
+                        format!(
+                            "{other:?} is not a measure: give \"weights\" or \"contributions\""
+                        ),
+                    );
                     ok = false;
                     None
                 }
@@ -415,7 +443,12 @@ impl Checker<'_, '_> {
             }
             None => None,
         };
-        ok.then_some((layer, show, intervene))
+        ok.then_some(TrainedKeys {
+            layer,
+            show,
+            contributions,
+            intervene,
+        })
     }
 
     /// `animate = { from, to, rate }`: the view can play it, the positions exist, and it

@@ -53,6 +53,9 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
         }
     }
     apply_model_step(state, step, &mut problems);
+    if let Some(c) = step.contributions {
+        apply_measure(state, c);
+    }
     if let Some(id) = step.stage {
         state.stage = id;
     }
@@ -290,6 +293,33 @@ fn say_skipped(state: &mut State, skipped: &[Condition]) {
     };
     let rest = state.narration.take().unwrap_or_default();
     state.narration = Some(note + &rest);
+}
+
+/// A lesson step's `measure`: the model and tokens views draw contributions or weights;
+/// contributions the session does not keep yet come from a run on the worker (with the
+/// step's interventions, if it has some on their way).
+fn apply_measure(state: &mut State, contrib: bool) {
+    views::model::contrib_in_lesson(state, contrib);
+    views::tokens::contrib_in_lesson(state, contrib);
+    let Source::Real { session, .. } = &state.source else {
+        return;
+    };
+    if !contrib || session.contributions.is_some() {
+        return;
+    }
+    let session = session.clone();
+    let base = session_key(&session);
+    match &mut state.rerun {
+        Some(p) if p.base == base => p.contributions = true,
+        _ => {
+            state.rerun = Some(PendingRerun {
+                base,
+                options: session.options.clone(),
+                contributions: true,
+                for_lesson: true,
+            })
+        }
+    }
 }
 
 /// A lesson step's layer and interventions on a real model; the problems go to the

@@ -66,8 +66,9 @@ pub(crate) fn loss_change(s: &ModelSession) -> f64 {
     s.loss().unwrap() - before
 }
 
-const REAL: [&str; 5] = [
+const REAL: [&str; 6] = [
     "attention-sinks",
+    "weights-contributions",
     "induction-real",
     "gqa-real",
     "rope-real",
@@ -75,7 +76,7 @@ const REAL: [&str; 5] = [
 ];
 
 #[test]
-fn the_five_lessons_on_trained_models_are_built_in() {
+fn the_lessons_on_trained_models_are_built_in() {
     for name in REAL {
         let s = scene::builtin(name).unwrap();
         assert!(s.pretrained().is_some(), "{name}");

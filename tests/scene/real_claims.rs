@@ -494,3 +494,77 @@ fn bert_attention_names_minilms_positions_and_its_cls_heads() {
     let a = session(&p).head_weights(0, 0);
     assert!(a[2 * n + 8..2 * n + 12].iter().sum::<f32>() > 0.01);
 }
+
+/// weights-contributions: layer 24 head 3 from the last ' the' by weight and by
+/// contribution, and the layer's mean first-token score both ways, as the session keeps
+/// them at each step and as the screen shows them.
+#[test]
+fn weights_contributions_quotes_both_measures_of_the_same_heads() {
+    let Some(s) = lesson("weights-contributions") else {
+        return;
+    };
+    let (layer, head, q) = (23, 2, 11);
+    // Step 1: by weight, 'The' takes most of the row.
+    let mut p = at(&s, 0);
+    let ss = session(&p);
+    assert_eq!(ss.pieces[q].trim(), "the");
+    assert_eq!(ss.top_next[0].id, ss.ids[5], "the model says mat next");
+    let w = row(ss, layer, head, q);
+    assert_eq!(argmax(&w), 0);
+    both_say(&s, 1, &[format!("{:.3}", w[0])]);
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("{:.2}", w[0])), "{t}");
+    // Step 2: the session keeps the contributions; 'The' falls, ' mat' leads.
+    let mut p = at(&s, 1);
+    let ss = session(&p);
+    let c = ss
+        .contributions
+        .as_ref()
+        .expect("contributions kept")
+        .row(layer, head, q);
+    let mat = argmax(&c);
+    assert_eq!(ss.pieces[mat].trim(), "mat");
+    assert!(c[0] < w[0] / 2.0, "{} against {}", c[0], w[0]);
+    both_say(&s, 2, &[format!("{:.3}", c[0]), format!("{:.3}", c[mat])]);
+    let t = screen(&mut p);
+    assert!(t.contains("contributions"), "{t}");
+    assert!(t.contains(&format!("{:.2}", c[mat])), "{t}");
+    // Step 3: the layer's first-token score, weights against contributions.
+    let p = at(&s, 2);
+    let ss = session(&p);
+    let heads = ss.config().heads;
+    let first = |m: &attnviz::model::maps::AttentionMaps| {
+        let mut sum = 0.0;
+        for h in 0..heads {
+            sum += (1..ss.n())
+                .map(|i| m.row(layer, h, i)[0] as f64)
+                .sum::<f64>()
+                / (ss.n() - 1) as f64;
+        }
+        sum / heads as f64
+    };
+    let (by_w, by_c) = (
+        first(&ss.attention),
+        first(ss.contributions.as_ref().unwrap()),
+    );
+    assert!(by_c < by_w * 0.6, "{by_c} against {by_w}");
+    both_say(&s, 3, &[format!("{by_w:.3}"), format!("{by_c:.3}")]);
+    let mut p = at(&s, 2);
+    let t = screen(&mut p);
+    let shown_c = format!("{:.0}%", by_c * 100.0);
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("L24") && l.contains(&shown_c)),
+        "{t}"
+    );
+    // Step 4: back on weights, the same row reads the weight's share.
+    let mut p = at(&s, 3);
+    let t = screen(&mut p);
+    let shown_w = format!("{:.0}%", by_w * 100.0);
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("L24") && l.contains(&shown_w)),
+        "{t}"
+    );
+    both_say(&s, 4, &[shown_w]);
+}

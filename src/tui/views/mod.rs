@@ -19,7 +19,7 @@ pub(crate) mod panel;
 mod pipeline;
 pub mod position;
 pub mod scaling;
-mod tokens;
+pub(crate) mod tokens;
 pub mod train;
 mod variants;
 

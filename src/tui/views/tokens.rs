@@ -58,6 +58,13 @@ struct TokensLab {
     contrib: bool,
 }
 
+/// A lesson step's `measure`: cells and bars show contributions (`true`) or weights.
+pub fn contrib_in_lesson(ctx: &mut Context, contrib: bool) {
+    let mut l = settings(ctx);
+    l.contrib = contrib;
+    ctx.views.set(ViewKind::Tokens, l);
+}
+
 fn settings(ctx: &Context) -> TokensLab {
     ctx.views
         .get::<TokensLab>(ViewKind::Tokens)

@@ -72,6 +72,21 @@ pub fn show_in_lesson(ctx: &mut Context, show: ModelShow) {
     }
 }
 
+/// A lesson step's `measure`: the maps draw contributions (`true`) or weights.
+pub fn contrib_in_lesson(ctx: &mut Context, contrib: bool) {
+    if ctx.source.session().is_none() {
+        return;
+    }
+    if lab(ctx).is_none() {
+        let cursor = ctx.cursor;
+        ModelView.refresh(ctx);
+        ctx.cursor = cursor;
+    }
+    if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
+        l.contrib = contrib;
+    }
+}
+
 /// The rollout of the session's weights or contributions, if the text is short enough
 /// (for the worker that computes it).
 pub fn rollout_of(s: &ModelSession, m: Measure) -> Option<Vec<f64>> {
