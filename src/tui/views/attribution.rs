@@ -221,30 +221,46 @@ fn render_head(ctx: &Context, s: &ModelSession, ans: &Answer, area: Rect, buf: &
     let heads: f64 = a.heads.iter().flatten().sum();
     let bias: f64 = a.attn_bias.iter().sum();
     let mlp: f64 = a.mlp.iter().sum();
-    let mut spans = Vec::new();
-    for (name, v) in [
-        (say(lang, "embed", "嵌入"), a.embed),
-        (say(lang, "heads", "头"), heads),
-        (say(lang, "attn bias", "注意力偏置"), bias),
-        ("MLP", mlp),
-        (say(lang, "norm bias", "归一化偏置"), a.norm_bias),
-    ] {
-        spans.push(Span::styled(format!("{name} "), t.field_name));
-        spans.push(Span::styled(format!("{v:+.3}  "), t.field_value));
-    }
-    spans.push(Span::styled(format!("= {:.3} · ", a.sum()), t.field_value));
-    spans.push(Span::styled(
-        say(lang, "the model's own logits: ", "模型自己的 logit：").to_string(),
-        t.field_name,
-    ));
-    spans.push(Span::styled(format!("{:.3} ", ans.own()), t.field_value));
     let (mark, style) = if ans.adds_up() {
         ("✓", t.good)
     } else {
         ("✗", t.error)
     };
-    spans.push(Span::styled(ctx.glyphs.text(mark).into_owned(), style));
-    Line::from(spans).render(line(1), buf);
+    // The whole line, or where it does not fit the width, without the parts that are
+    // exactly zero (a model without biases) and with a shorter label, so the check at its
+    // end stays on screen.
+    let build = |short: bool| {
+        let mut spans = Vec::new();
+        for (name, v) in [
+            (say(lang, "embed", "嵌入"), a.embed),
+            (say(lang, "heads", "头"), heads),
+            (say(lang, "attn bias", "注意力偏置"), bias),
+            ("MLP", mlp),
+            (say(lang, "norm bias", "归一化偏置"), a.norm_bias),
+        ] {
+            if short && v == 0.0 {
+                continue;
+            }
+            spans.push(Span::styled(format!("{name} "), t.field_name));
+            spans.push(Span::styled(format!("{v:+.3}  "), t.field_value));
+        }
+        spans.push(Span::styled(format!("= {:.3} · ", a.sum()), t.field_value));
+        let label = match short {
+            false => say(lang, "the model's own logits: ", "模型自己的 logit："),
+            true => say(lang, "own logits: ", "自身 logit："),
+        };
+        spans.push(Span::styled(label.to_string(), t.field_name));
+        spans.push(Span::styled(format!("{:.3} ", ans.own()), t.field_value));
+        spans.push(Span::styled(ctx.glyphs.text(mark).into_owned(), style));
+        Line::from(spans)
+    };
+    let full = build(false);
+    let spans = if full.width() <= area.width as usize {
+        full
+    } else {
+        build(true)
+    };
+    spans.render(line(1), buf);
     if area.height < 3 {
         return;
     }
@@ -433,7 +449,10 @@ impl View for AttributionView {
                     target,
                     foil,
                 });
-                if let Some(c) = biggest {
+                // A lesson's highlight keeps the cursor where the lesson put it.
+                if let Some(c) = biggest
+                    && ctx.highlight.is_empty()
+                {
                     ctx.cursor = c;
                 }
             }

@@ -106,6 +106,26 @@ pub fn final_top(s: &ModelSession) -> Option<u32> {
     top.first().map(|t| t.id)
 }
 
+/// A lesson step's `lens`: the cells show the target (`on`) or the top token, now or
+/// when the view opens (a lab for no text yet keeps the choice until then).
+pub(crate) fn target_in_lesson(ctx: &mut Context, on: bool) {
+    if let Some(l) = ctx.views.get_mut::<LensLab>(ViewKind::Lens) {
+        l.target = on;
+        return;
+    }
+    ctx.views.set(
+        ViewKind::Lens,
+        LensLab {
+            key: LensKey {
+                model: 0,
+                ids: Vec::new(),
+            },
+            state: LensState::Pending,
+            target: on,
+        },
+    );
+}
+
 fn say(lang: Lang, en: &'static str, zh: &'static str) -> &'static str {
     match lang {
         Lang::En => en,
