@@ -120,6 +120,10 @@ pub struct TuiArgs {
         conflicts_with = "tokens"
     )]
     pub chat: Option<String>,
+    /// With --model: a second text with as many tokens as --tokens (the corrupt run); the
+    /// patch view patches the first text's activations into it, one at a time.
+    #[arg(long, value_name = "TEXT", requires = "model", conflicts_with = "chat")]
+    pub compare: Option<String>,
     /// Number of query heads.
     #[arg(allow_negative_numbers = true, value_parser = whole::<usize>, long)]
     pub heads: Option<usize>,

@@ -66,6 +66,18 @@ pub enum PatchWhat {
 }
 
 impl PatchWhat {
+    pub const ALL: [PatchWhat; 4] = [
+        PatchWhat::Resid,
+        PatchWhat::Heads,
+        PatchWhat::AttnOut,
+        PatchWhat::MlpOut,
+    ];
+
+    /// The sites named as the command line and scene files write them.
+    pub fn from_name(s: &str) -> Option<PatchWhat> {
+        PatchWhat::ALL.into_iter().find(|w| w.name() == s)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             PatchWhat::Resid => "resid",
@@ -110,6 +122,97 @@ pub struct PatchResult {
     pub rows: Vec<Vec<f64>>,
     /// Per layer, per column: the patched run's logit difference.
     pub patched_ld: Vec<Vec<f64>>,
+    /// With [`patch_sweep_keeping`]: the final hidden state (after the final norm) at the
+    /// last position of the clean run, the corrupt run and, per layer and column, each
+    /// patched run, from which [`top_tokens`] reads a run's prediction. Empty otherwise.
+    pub hidden: KeptHidden,
+}
+
+/// The final hidden states a sweep keeps (see [`PatchResult::hidden`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KeptHidden {
+    pub clean: Vec<f32>,
+    pub corrupt: Vec<f32>,
+    /// [layers][columns]; a site that is the corrupt run itself keeps an empty vector.
+    pub patched: Vec<Vec<Vec<f32>>>,
+}
+
+impl KeptHidden {
+    /// The patched run's hidden state at (layer, column), the corrupt run's where the
+    /// site changed nothing; None if the sweep kept none.
+    pub fn at(&self, layer: usize, col: usize) -> Option<&[f32]> {
+        let h = self.patched.get(layer)?.get(col)?;
+        let h = if h.is_empty() { &self.corrupt } else { h };
+        (!h.is_empty()).then_some(h.as_slice())
+    }
+}
+
+/// The `k` most likely next tokens of a final hidden state (after the final norm) that a
+/// sweep kept: the unembedding (with the model's soft cap), the softmax.
+pub fn top_tokens(
+    cfg: &ModelConfig,
+    w: &Weights,
+    hidden: &[f32],
+    k: usize,
+) -> Result<Vec<crate::model::predict::TopToken>> {
+    if hidden.len() != cfg.d_model {
+        return Err(Error::Internal(format!(
+            "a kept hidden state has {} values; the model's d_model is {}",
+            hidden.len(),
+            cfg.d_model
+        )));
+    }
+    let Some(logits) = crate::model::forward::lm_head(cfg, w, hidden, 1, 1)? else {
+        return Err(Error::usage(
+            "this model has no LM head: it gives no tokens",
+        ));
+    };
+    Ok(crate::model::predict::top_k(&logits, k))
+}
+
+/// Rows of kept hidden states unembedded at once by [`patched_tops`] (their logits are
+/// this many rows of the vocabulary).
+const TOPS_ROWS: usize = 128;
+
+/// The `k` most likely next tokens of every patched run a sweep kept, [layers][columns]
+/// (a site that changed nothing: the corrupt run's), the unembedding done in batches of
+/// rows. Empty when the sweep kept nothing.
+pub fn patched_tops(
+    cfg: &ModelConfig,
+    w: &Weights,
+    kept: &KeptHidden,
+    k: usize,
+    threads: usize,
+) -> Result<Vec<Vec<Vec<crate::model::predict::TopToken>>>> {
+    let d = cfg.d_model;
+    let sites: Vec<(usize, usize)> = (0..kept.patched.len())
+        .flat_map(|l| (0..kept.patched[l].len()).map(move |c| (l, c)))
+        .collect();
+    let mut out: Vec<Vec<Vec<_>>> = kept
+        .patched
+        .iter()
+        .map(|r| vec![Vec::new(); r.len()])
+        .collect();
+    for chunk in sites.chunks(TOPS_ROWS) {
+        let mut rows = Vec::with_capacity(chunk.len() * d);
+        for &(l, c) in chunk {
+            let h = kept.at(l, c).ok_or_else(|| {
+                Error::Internal(format!("no kept hidden state at layer {l}, column {c}"))
+            })?;
+            rows.extend_from_slice(h);
+        }
+        let Some(logits) =
+            crate::model::forward::lm_head(cfg, w, &rows, chunk.len(), threads.max(1))?
+        else {
+            return Err(Error::usage(
+                "this model has no LM head: it gives no tokens",
+            ));
+        };
+        for (i, &(l, c)) in chunk.iter().enumerate() {
+            out[l][c] = crate::model::predict::top_k(&logits[i * cfg.vocab..][..cfg.vocab], k);
+        }
+    }
+    Ok(out)
 }
 
 /// One run's activations at every layer: [layers][n * width] for the chosen site.
@@ -266,7 +369,7 @@ impl<'a> Runner<'a> {
     }
 
     /// The last position's logit difference of a run that has been through every block.
-    fn finish(&self, run: &Run) -> Result<f64> {
+    fn finish(&self, run: &Run) -> Result<(f64, Vec<f32>)> {
         let cfg = self.cfg;
         let last = run.x[run.x.len() - cfg.d_model..].to_vec();
         let hidden = final_hidden(cfg, self.w, last);
@@ -288,12 +391,17 @@ impl<'a> Runner<'a> {
                 "a patched run gave a non-finite logit: the model file or the inputs give non-finite numbers",
             ));
         }
-        Ok(ld)
+        Ok((ld, hidden))
     }
 
     /// A whole run of `ids` into `cache`, recording the residual entering each block and
     /// the activations at `site`.
-    fn record(&self, ids: &[u32], cache: &mut KvCache, site: Site) -> Result<(f64, Recorded)> {
+    fn record(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        site: Site,
+    ) -> Result<(f64, Vec<f32>, Recorded)> {
         let cfg = self.cfg;
         let mut x = vec![0.0f32; ids.len() * cfg.d_model];
         embed(cfg, self.w, ids, 0, self.prep.learned_pos, &mut x)?;
@@ -321,10 +429,10 @@ impl<'a> Runner<'a> {
         for l in 0..cfg.layers {
             self.block(l, &mut run, &mut buf, &mut hook)?;
         }
-        let ld = self.finish(&run)?;
+        let (ld, hidden) = self.finish(&run)?;
         *cache = run.cache;
         cache.len = ids.len();
-        Ok((ld, rec))
+        Ok((ld, hidden, rec))
     }
 }
 
@@ -353,7 +461,27 @@ pub fn patch_sweep(
     threads: Option<usize>,
     progress: &mut dyn FnMut(usize, usize) -> Result<()>,
 ) -> Result<PatchResult> {
-    crate::model::qmatmul::exact(|| sweep(cfg, w, clean, corrupt, pair, what, threads, progress))
+    crate::model::qmatmul::exact(|| {
+        sweep(cfg, w, clean, corrupt, pair, what, threads, false, progress)
+    })
+}
+
+/// [`patch_sweep`], keeping every run's final hidden state at the last position (d_model
+/// floats per site) so that a viewer can show each patched run's prediction.
+#[allow(clippy::too_many_arguments)]
+pub fn patch_sweep_keeping(
+    cfg: &ModelConfig,
+    w: &Weights,
+    clean: &[u32],
+    corrupt: &[u32],
+    pair: LogitPair,
+    what: PatchWhat,
+    threads: Option<usize>,
+    progress: &mut dyn FnMut(usize, usize) -> Result<()>,
+) -> Result<PatchResult> {
+    crate::model::qmatmul::exact(|| {
+        sweep(cfg, w, clean, corrupt, pair, what, threads, true, progress)
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -365,6 +493,7 @@ fn sweep(
     pair: LogitPair,
     what: PatchWhat,
     threads: Option<usize>,
+    keep: bool,
     progress: &mut dyn FnMut(usize, usize) -> Result<()>,
 ) -> Result<PatchResult> {
     let n = clean.len();
@@ -386,10 +515,10 @@ fn sweep(
     let runner = Runner::new(cfg, w, n, pair, threads)?;
     let site = what.site();
     let mut clean_cache = KvCache::new(cfg.layers, cfg.kv_heads, cfg.d_head, n);
-    let (clean_ld, clean_rec) = runner.record(clean, &mut clean_cache, site)?;
+    let (clean_ld, clean_hidden, clean_rec) = runner.record(clean, &mut clean_cache, site)?;
     drop(clean_cache);
     let mut base = KvCache::new(cfg.layers, cfg.kv_heads, cfg.d_head, n);
-    let (corrupt_ld, corrupt_rec) = runner.record(corrupt, &mut base, site)?;
+    let (corrupt_ld, corrupt_hidden, corrupt_rec) = runner.record(corrupt, &mut base, site)?;
     let denom = clean_ld - corrupt_ld;
     if denom == 0.0 {
         return Err(Error::usage(format!(
@@ -401,6 +530,12 @@ fn sweep(
     let hw = cfg.heads * dh;
     let total = cfg.layers * cols;
     let mut patched = vec![vec![corrupt_ld; cols]; cfg.layers];
+    let mut kept = KeptHidden::default();
+    if keep {
+        kept.clean = clean_hidden;
+        kept.corrupt = corrupt_hidden;
+        kept.patched = vec![vec![Vec::new(); cols]; cfg.layers];
+    }
     let mut buf = Buffers::default();
     let mut batch = BatchBuffers::default();
     let mut done = 0;
@@ -466,7 +601,11 @@ fn sweep(
             }
         }
         for (run, &c) in runs.iter().zip(&cols_run) {
-            patched[l][c] = runner.finish(run)?;
+            let (ld, hidden) = runner.finish(run)?;
+            patched[l][c] = ld;
+            if keep {
+                kept.patched[l][c] = hidden;
+            }
             done += 1;
             progress(done, total)?;
         }
@@ -491,5 +630,6 @@ fn sweep(
         corrupt_ld,
         rows,
         patched_ld: patched,
+        hidden: kept,
     })
 }

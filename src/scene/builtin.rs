@@ -41,6 +41,9 @@ scenes![
     // On trained models (`[pretrained]`): they need the model files to play.
     "attention-sinks",
     "weights-contributions",
+    "logit-lens",
+    "answer-heads",
+    "fact-patching",
     "induction-real",
     "gqa-real",
     "rope-real",

@@ -50,6 +50,10 @@ pub struct Step {
     pub show: Option<ModelShow>,
     /// The model and tokens views draw contributions (true) or weights (None: stay).
     pub contributions: Option<bool>,
+    /// The lens view's cells show the target (true) or the top token (None: stay).
+    pub lens_target: Option<bool>,
+    /// The patch view's sites (None: stay).
+    pub patch: Option<crate::model::patching::PatchWhat>,
     /// Interventions in force from this step on.
     pub intervene: Option<Intervention>,
     pub highlight: Vec<(usize, usize)>,
@@ -100,6 +104,8 @@ impl Scene {
                 layer: s.layer,
                 show: s.show,
                 contributions: s.contributions,
+                lens_target: s.lens_target,
+                patch: s.patch,
                 intervene: s.intervene.clone(),
                 highlight: s.highlight.clone(),
                 tiles: s.tiles.clone(),
@@ -121,6 +127,7 @@ impl Scene {
                 first.layer.get_or_insert(0);
                 first.show.get_or_insert(ModelShow::Maps);
                 first.contributions.get_or_insert(false);
+                first.lens_target.get_or_insert(false);
                 first.intervene.get_or_insert_with(Intervention::default);
             }
             // Replaying from the first step must undo a later step's backward pass.

@@ -13,6 +13,8 @@ pub struct Pretrained {
     /// Pad the sequence with the tokenizer's padding token to this many tokens, masking
     /// the padding keys.
     pub pad_to: Option<usize>,
+    /// A second text with as many tokens as the first: the patch view's corrupt run.
+    pub compare: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -74,6 +74,8 @@ pub struct RawPretrained {
     /// Append the tokenizer's padding token until the sequence has this many tokens, and
     /// mask the padding keys as a batch's attention mask does.
     pub pad_to: Option<Spanned<i64>>,
+    /// A second text with as many tokens as `text` (the corrupt run of the patch view).
+    pub compare: Option<Spanned<String>>,
 }
 
 /// The run a `[train]` lesson trains on the induction task.
@@ -139,6 +141,11 @@ pub struct RawStep {
     /// What the model and tokens views draw: `weights` (A) or `contributions`
     /// (||A v W_O||, rows summing to 1).
     pub measure: Option<Spanned<String>>,
+    /// The patch view's sites: `resid`, `heads`, `attn-out` or `mlp-out`.
+    pub patch: Option<Spanned<String>>,
+    /// What the lens view's cells show: `top` (each layer's top token) or `target` (the
+    /// rank and probability of the position's target).
+    pub lens: Option<Spanned<String>>,
     /// Interventions on a trained model, from this step on.
     pub intervene: Option<Spanned<RawIntervene>>,
     /// Cells `[row, col]` of the main matrix.

@@ -23,6 +23,10 @@ pub struct ScriptStep {
     pub show: Option<ModelShow>,
     /// The model and tokens views draw contributions (true) or weights (None: stay).
     pub contributions: Option<bool>,
+    /// The lens view's cells show the target (true) or the top token (None: stay).
+    pub lens_target: Option<bool>,
+    /// The patch view's sites (None: stay).
+    pub patch: Option<crate::model::patching::PatchWhat>,
     /// Interventions on a trained model from this step on (None: keep the current ones).
     pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.

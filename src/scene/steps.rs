@@ -17,6 +17,7 @@ use super::view::{ModelShow, SceneView};
 use super::{Animation, FlashBlocks, Intervention, Step};
 use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{Pipeline, StageId};
+use crate::model::patching::PatchWhat;
 
 /// A step's keys that only a lesson on a trained model has.
 #[derive(Default)]
@@ -24,6 +25,8 @@ struct TrainedKeys {
     layer: Option<usize>,
     show: Option<ModelShow>,
     contributions: Option<bool>,
+    lens_target: Option<bool>,
+    patch: Option<PatchWhat>,
     intervene: Option<Intervention>,
 }
 
@@ -121,6 +124,8 @@ impl Checker<'_, '_> {
             layer,
             show,
             contributions,
+            lens_target,
+            patch,
             intervene,
         } = trained.unwrap_or_default();
         let when = self.train_keys(i, s, model.train);
@@ -310,6 +315,8 @@ impl Checker<'_, '_> {
             layer,
             show,
             contributions,
+            lens_target,
+            patch,
             intervene,
             highlight,
             tiles,
@@ -323,8 +330,8 @@ impl Checker<'_, '_> {
         })
     }
 
-    /// The keys only a lesson on a trained model has: `layer`, `show`, `measure` and
-    /// `intervene`. `None` when one is wrong (reported).
+    /// The keys only a lesson on a trained model has: `layer`, `show`, `measure`, `lens`
+    /// and `intervene`. `None` when one is wrong (reported).
     fn trained_keys(&mut self, i: usize, s: &RawStep, pretrained: bool) -> Option<TrainedKeys> {
         let field = |name: &str| format!("steps[{i}].{name}");
         let mut ok = true;
@@ -333,6 +340,8 @@ impl Checker<'_, '_> {
                 s.layer.as_ref().map(|v| (v.span(), "layer")),
                 s.show.as_ref().map(|v| (v.span(), "show")),
                 s.measure.as_ref().map(|v| (v.span(), "measure")),
+                s.lens.as_ref().map(|v| (v.span(), "lens")),
+                s.patch.as_ref().map(|v| (v.span(), "patch")),
                 s.intervene.as_ref().map(|v| (v.span(), "intervene")),
             ];
             for (span, name) in spans.into_iter().flatten() {
@@ -381,6 +390,42 @@ impl Checker<'_, '_> {
                         field("measure"),
                         format!(
                             "{other:?} is not a measure: give \"weights\" or \"contributions\""
+                        ),
+                    );
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let lens_target = match &s.lens {
+            Some(v) => match v.get_ref().as_str() {
+                "top" => Some(false),
+                "target" => Some(true),
+                other => {
+                    self.p.on(
+                        v,
+                        field("lens"),
+                        format!(
+                            "{other:?} is not what lens cells show: give \"top\" or \"target\""
+                        ),
+                    );
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let patch = match &s.patch {
+            Some(v) => match PatchWhat::from_name(v.get_ref()) {
+                Some(w) => Some(w),
+                None => {
+                    self.p.on(
+                        v,
+                        field("patch"),
+                        format!(
+                            "{:?} is not a kind of site: give \"resid\", \"heads\", \"attn-out\" or \"mlp-out\"",
+                            v.get_ref()
                         ),
                     );
                     ok = false;
@@ -447,6 +492,8 @@ impl Checker<'_, '_> {
             layer,
             show,
             contributions,
+            lens_target,
+            patch,
             intervene,
         })
     }
@@ -664,6 +711,7 @@ fn highlight_target(
         | SceneView::Tokens
         | SceneView::Lens
         | SceneView::Attribution
+        | SceneView::Patch
         | SceneView::Train => Err(format!("the {view} view has no matrix to highlight")),
     }
 }

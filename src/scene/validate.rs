@@ -502,10 +502,31 @@ impl Checker<'_, '_> {
             Some(v) => Some(self.count(v, "pretrained.pad_to", 2..=MAX_PAD_TO)?),
             None => None,
         };
+        let compare = match &p.compare {
+            Some(c) if c.get_ref().trim().is_empty() => {
+                self.p.on(
+                    c,
+                    "pretrained.compare",
+                    "is empty; write the second text (as many tokens as `text`), or remove it",
+                );
+                return None;
+            }
+            Some(c) if p.text.is_none() => {
+                self.p.on(
+                    c,
+                    "pretrained.compare",
+                    "is a second text beside `text`; a `repeat` input has none",
+                );
+                return None;
+            }
+            Some(c) => Some(c.get_ref().clone()),
+            None => None,
+        };
         Some(Pretrained {
             model: (!model.is_empty()).then(|| model.to_string())?,
             input: input?,
             pad_to,
+            compare,
         })
     }
 

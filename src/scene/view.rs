@@ -30,12 +30,14 @@ pub enum SceneView {
     Lens,
     /// A real causal model: direct logit attribution of its answer, head by head.
     Attribution,
+    /// A real causal model and two texts: activation patching from one into the other.
+    Patch,
     /// A small model training: its loss curve, head scores and maps, live.
     Train,
 }
 
 impl SceneView {
-    pub const ALL: [SceneView; 12] = [
+    pub const ALL: [SceneView; 13] = [
         SceneView::Pipeline,
         SceneView::Heads,
         SceneView::Position,
@@ -47,6 +49,7 @@ impl SceneView {
         SceneView::Tokens,
         SceneView::Lens,
         SceneView::Attribution,
+        SceneView::Patch,
         SceneView::Train,
     ];
 
@@ -64,6 +67,7 @@ impl SceneView {
             SceneView::Tokens => "tokens",
             SceneView::Lens => "lens",
             SceneView::Attribution => "attribution",
+            SceneView::Patch => "patch",
             SceneView::Train => "train",
         }
     }

@@ -98,6 +98,8 @@ pub enum Action {
     Composition(Box<CompositionReport>),
     /// What a worker derived from a model session for the model or position view.
     Derived(Box<DerivedReport>),
+    /// A patching sweep between the two texts a worker made for the patch view.
+    Patch(Box<PatchReport>),
 }
 
 /// A value a worker made, compared by identity (the same allocation), so that an
@@ -191,6 +193,26 @@ pub struct AttributionReport {
     /// As [`LensReport::key`].
     pub key: (usize, Vec<u32>),
     pub attribution: Result<std::sync::Arc<crate::model::attribution::Attribution>, String>,
+}
+
+/// What the patch view shows of a sweep: the metric of every site, the answer and the
+/// foil it measures, and every patched run's top tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchOutcome {
+    pub result: crate::model::patching::PatchResult,
+    pub target: crate::model::predict::TopToken,
+    pub foil: crate::model::predict::TopToken,
+    /// [layers][columns]: the patched run's top tokens.
+    pub tops: Vec<Vec<Vec<crate::model::predict::TopToken>>>,
+}
+
+/// A patching sweep a worker made: for which model, clean and corrupt ids and sites;
+/// the second text's run; the sweep or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchReport {
+    pub key: (usize, Vec<u32>, Vec<u32>, crate::model::patching::PatchWhat),
+    pub compare: Option<Shared<crate::model::session::ModelSession>>,
+    pub outcome: Result<std::sync::Arc<PatchOutcome>, String>,
 }
 
 /// Every pair of heads' composition scores of one model, or why they could not be

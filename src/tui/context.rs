@@ -442,6 +442,20 @@ pub struct Context {
     pub zoom: Zoom,
     /// Derived drawing data (see [`DrawCache`]).
     pub cache: DrawCache,
+    /// A second text on the real model (`--compare`, or typed with `e`), as many tokens
+    /// as the first: the patch view patches between the two, the tokens view sets them
+    /// side by side.
+    pub compare: Option<Compare>,
+}
+
+/// The second text of a real model's session: its tokens, and its run once a worker
+/// made it (the patch view's job runs it).
+#[derive(Debug, Clone)]
+pub struct Compare {
+    pub text: String,
+    pub ids: Vec<u32>,
+    pub pieces: Vec<String>,
+    pub session: Option<Arc<crate::model::session::ModelSession>>,
 }
 
 impl Context {

@@ -5,7 +5,8 @@
 //! `D`) or keeping the contributions (`w`: a forward pass, and the pipeline of the layer
 //! on screen), the model view's scores of every head and its rollout (seconds over a
 //! 1,024-token text's 270 maps) and composition scores of every pair of heads (from the
-//! weights), and the position view's reading of the model's position encoding. A worker
+//! weights), the position view's reading of the model's position encoding, and the patch
+//! view's sweep between two texts (one partial forward pass per site). A worker
 //! thread computes each and the result comes back as an action, so the screen never
 //! freezes; while the run, the decoding or a view's numbers are computed, the screen
 //! shows a progress line and Esc stops it. Headless drivers (recordings, tests) compute
@@ -24,10 +25,12 @@ use crate::model::decode_steps::{APP_NEW_TOKENS, Decoding};
 use crate::model::forward::ForwardOptions;
 use crate::model::lens::{TextLens, text_lens};
 use crate::model::load::LoadedModel;
+use crate::model::patching::{LogitPair, PatchWhat, patch_sweep_keeping, patched_tops};
 use crate::model::session::Measure;
 use crate::model::session::ModelSession;
 use crate::tui::action::{
-    Action, AttributionReport, CompositionReport, DerivedReport, LensReport, Shared, WorkReport,
+    Action, AttributionReport, CompositionReport, DerivedReport, LensReport, PatchOutcome,
+    PatchReport, Shared, WorkReport,
 };
 use crate::tui::state::{Source, State};
 use crate::tui::update::update;
@@ -35,6 +38,7 @@ use crate::tui::views::attribution;
 use crate::tui::views::decode::real as decode;
 use crate::tui::views::lens::{self, LensKey, TOP, final_top};
 use crate::tui::views::model::{self, Wanted, writers};
+use crate::tui::views::patch;
 use crate::tui::views::position::real as position;
 
 /// What a job computes.
@@ -63,6 +67,13 @@ enum What {
     /// The position view's reading of the session's position encoding (`key` as the
     /// view names the session).
     Position { key: String },
+    /// The patch view's sweep from the session's text into `corrupt` at `what`
+    /// (`sites` of them), with the second text's run.
+    Patch {
+        corrupt: Vec<u32>,
+        what: PatchWhat,
+        sites: usize,
+    },
 }
 
 impl What {
@@ -86,6 +97,7 @@ impl What {
             What::HeadScores { .. } => 5,
             What::Rollout { .. } => 6,
             What::Position { .. } => 7,
+            What::Patch { .. } => 8,
         }
     }
 }
@@ -146,6 +158,17 @@ fn jobs(state: &State) -> Vec<Job> {
     }
     if let Some(key) = position::wanted(state) {
         out.push(job(lens::lens_key(s), What::Position { key }));
+    }
+    if let Some(key) = patch::wanted(state) {
+        let sites = s.config().layers * key.what.columns(s.config(), s.n());
+        out.push(job(
+            lens::lens_key(s),
+            What::Patch {
+                corrupt: key.corrupt,
+                what: key.what,
+                sites,
+            },
+        ));
     }
     if let Some(model) = writers::wanted(state) {
         out.push(Job {
@@ -257,6 +280,14 @@ fn compute(job: &Job, progress: &Progress) -> Action {
             key: key.clone(),
             data: Shared(Arc::new(position::compute(&job.session))),
         }),
+        What::Patch { corrupt, what, .. } => {
+            let (compare, outcome) = sweep(job, corrupt, *what, progress);
+            Action::Patch(Box::new(PatchReport {
+                key: (job.key.model, ids.clone(), corrupt.clone(), *what),
+                compare: compare.map(Shared),
+                outcome,
+            }))
+        }
         What::Composition => {
             let layers: Vec<usize> = (0..m.config.layers).collect();
             Action::Composition(Box::new(CompositionReport {
@@ -267,6 +298,75 @@ fn compute(job: &Job, progress: &Progress) -> Action {
             }))
         }
     }
+}
+
+/// The patch view's sweep: the second text's run (its top-1 is the foil, unless it is the
+/// first text's answer too: then the first text's top-2), the sweep keeping every patched
+/// run's state, and their top tokens.
+#[allow(clippy::type_complexity)]
+fn sweep(
+    job: &Job,
+    corrupt: &[u32],
+    what: PatchWhat,
+    progress: &Progress,
+) -> (Option<Arc<ModelSession>>, Result<Arc<PatchOutcome>, String>) {
+    let m = &job.model;
+    let s = &job.session;
+    let compare =
+        match ModelSession::from_shared(m.clone(), corrupt.to_vec(), ForwardOptions::default()) {
+            Ok(c) => Arc::new(c),
+            Err(e) => return (None, Err(e.to_string())),
+        };
+    let own = s.baseline.as_ref().map_or(&s.top_next, |b| &b.top_next);
+    let (Some(&target), Some(&second)) = (own.first(), own.get(1)) else {
+        return (
+            Some(compare),
+            Err("the model gave no next-token predictions".into()),
+        );
+    };
+    let foil = match compare.top_next.first() {
+        Some(&f) if f.id != target.id => f,
+        _ => second,
+    };
+    let pair = LogitPair {
+        target: target.id,
+        foil: foil.id,
+    };
+    let outcome = patch_sweep_keeping(
+        &m.config,
+        &m.weights,
+        &s.ids,
+        corrupt,
+        pair,
+        what,
+        None,
+        &mut |done, _| {
+            progress.done.store(done, Ordering::Relaxed);
+            if progress.stop.load(Ordering::Relaxed) {
+                Err(crate::error::Error::usage("stopped"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .and_then(|mut result| {
+        let tops = patched_tops(
+            &m.config,
+            &m.weights,
+            &result.hidden,
+            patch::TOP,
+            default_threads(),
+        )?;
+        result.hidden = Default::default();
+        Ok(Arc::new(PatchOutcome {
+            result,
+            target,
+            foil,
+            tops,
+        }))
+    })
+    .map_err(|e| e.to_string());
+    (Some(compare), outcome)
 }
 
 fn derived(report: DerivedReport) -> Action {
@@ -311,6 +411,11 @@ fn stopped(key: &LensKey, what: &What) -> Action {
             rollout: Shared(Arc::new(Vec::new())),
         }),
         What::Position { .. } => Action::CancelWork,
+        What::Patch { corrupt, what, .. } => Action::Patch(Box::new(PatchReport {
+            key: (key.0, key.1, corrupt.clone(), *what),
+            compare: None,
+            outcome: Err(e),
+        })),
         What::Composition => Action::Composition(Box::new(CompositionReport {
             model: key.0,
             scores: Err(e),
@@ -349,6 +454,15 @@ fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64) -> Str
         ),
         What::Position { .. } => format!(
             "reading the model's position encoding for {tokens} tokens · {secs:.1} s · Esc stops"
+        ),
+        What::Patch { what, sites, .. } => format!(
+            "patching {} between the two {tokens}-token texts: {done} of {sites} sites · {secs:.1} s · Esc stops",
+            match what {
+                PatchWhat::Resid => "the residual stream",
+                PatchWhat::Heads => "each head's output",
+                PatchWhat::AttnOut => "the attention outputs",
+                PatchWhat::MlpOut => "the MLP outputs",
+            }
         ),
         What::Lens { .. } | What::Attribution { .. } | What::Composition => String::new(),
     }

@@ -49,13 +49,22 @@ pub fn lesson_state(
         SceneModel::Pretrained(p) => {
             let session = pretrained_session(scene, p)?;
             check_steps(scene, &session, &steps)?;
-            State::new(
+            let compare =
+                match &p.compare {
+                    Some(text) => Some(crate::tui::compare_of(&session, text).map_err(|e| {
+                        Error::file(&scene.source, format!("pretrained.compare: {e}"))
+                    })?),
+                    None => None,
+                };
+            let mut state = State::new(
                 Source::Real {
                     session: Arc::new(session),
                     layer: 0,
                 },
                 options,
-            )?
+            )?;
+            state.compare = compare;
+            state
         }
     };
     Ok(state.with_script(steps, autoplay, speed))
@@ -140,14 +149,26 @@ fn check_steps(scene: &Scene, s: &ModelSession, steps: &[ScriptStep]) -> Result<
     let what = &s.model.name;
     let bad = |i: usize, msg: String| Err(Error::file(&scene.source, format!("steps[{i}].{msg}")));
     let n = s.n();
-    let mut view = None;
+    let mut view = Some(scene.view);
+    let mut patch = crate::model::patching::PatchWhat::Resid;
     for (i, st) in steps.iter().enumerate() {
         view = st.view.or(view);
-        // The model view's cells are (layer, head); every other view's are tokens.
-        let (rows, cols, cells) = if view == Some(ViewKind::Model) {
-            (layers, heads, "(layer, head) of the model view")
-        } else {
-            (n, n, "(query, key) tokens of the text")
+        patch = st.patch.unwrap_or(patch);
+        // The model and attribution views' cells are (layer, head), the lens view's
+        // (layer from the embeddings, position); every other view's are tokens.
+        let (rows, cols, cells) = match view {
+            Some(ViewKind::Model) => (layers, heads, "(layer, head) of the model view"),
+            Some(ViewKind::Attribution) => (layers, heads, "(layer, head) of the attribution view"),
+            Some(ViewKind::Lens) => (
+                layers + 1,
+                n,
+                "(layer, position) of the lens view, layer 0 the embeddings",
+            ),
+            Some(ViewKind::Patch) if patch == crate::model::patching::PatchWhat::Heads => {
+                (layers, heads, "(layer, head) of the patch view's heads")
+            }
+            Some(ViewKind::Patch) => (layers, n, "(layer, position) of the patch view"),
+            _ => (n, n, "(query, key) tokens of the text"),
         };
         for (j, &(r, c)) in st.highlight.iter().enumerate() {
             if r >= rows || c >= cols {

@@ -190,6 +190,10 @@ pub fn run_model(model: &str, args: &TuiArgs) -> Result<()> {
         Some(message) => chat_state(model, message, options)?,
         None => model_state(model, args.tokens.as_deref(), options)?,
     };
+    let state = match &args.compare {
+        Some(text) => with_compare(state, text)?,
+        None => state,
+    };
     terminal::ensure_terminal()?;
     app::run(state)
 }
@@ -204,6 +208,44 @@ pub fn model_state(model: &str, text: Option<&str>, options: AppOptions) -> Resu
         crate::model::forward::ForwardOptions::default(),
     )?;
     real_state(session, options)
+}
+
+/// The app on a real model with a second text (`--compare`): as many tokens as the
+/// first (else exit 2 naming both counts and pieces), for the patch view.
+pub fn with_compare(mut state: State, text: &str) -> Result<State> {
+    let Some(s) = state.source.session() else {
+        return Err(Error::usage(
+            "--compare needs --model: it is a second text for a real model",
+        ));
+    };
+    let compare = compare_of(s, text).map_err(|e| Error::usage(format!("--compare: {e}")))?;
+    state.compare = Some(compare);
+    Ok(state)
+}
+
+/// A second text for a session: tokenized with its model's tokenizer, as many tokens as
+/// the session's text, or why not (both counts and pieces).
+pub fn compare_of(
+    s: &crate::model::session::ModelSession,
+    text: &str,
+) -> std::result::Result<crate::tui::context::Compare, String> {
+    let ids = s.model.tokenizer.encode(text).map_err(|e| e.to_string())?;
+    let pieces: Vec<String> = ids.iter().map(|&id| s.model.tokenizer.piece(id)).collect();
+    if ids.len() != s.n() {
+        return Err(format!(
+            "the second text has {} tokens ({}) and the first {} ({}); patching needs the same number",
+            ids.len(),
+            pieces.join("|"),
+            s.n(),
+            s.pieces.join("|")
+        ));
+    }
+    Ok(crate::tui::context::Compare {
+        text: text.to_string(),
+        ids,
+        pieces,
+        session: None,
+    })
 }
 
 /// The app on a real model's computation of `message` in its chat template (`--chat`):

@@ -75,9 +75,6 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     }
     state.sub = 0;
     state.highlight = step.highlight.clone();
-    if let Some(&first) = step.highlight.first() {
-        state.cursor = first;
-    }
     state.tiles = step.tiles.clone();
     if step.variant.is_some() {
         state.variant = step.variant;
@@ -95,6 +92,16 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     view.refresh(state);
     if let Some(show) = step.show {
         views::model::show_in_lesson(state, show);
+    }
+    if let Some(on) = step.lens_target {
+        views::lens::target_in_lesson(state, on);
+    }
+    if let Some(what) = step.patch {
+        views::patch::what_in_lesson(state, what);
+    }
+    // After the view's refresh, which may put the cursor on its own first cell.
+    if let Some(&first) = step.highlight.first() {
+        state.cursor = first;
     }
     state.clamp();
     if !problems.is_empty() {

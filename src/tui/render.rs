@@ -519,7 +519,14 @@ fn render_edit(state: &State, body: Rect, buf: &mut Buffer) {
         .borders(Borders::ALL)
         .border_set(state.glyphs.border)
         .border_style(t.panel_title)
-        .title(Span::styled(" edit the sentence ", t.panel_title))
+        .title(Span::styled(
+            if state.source.session().is_some() {
+                " the second text, for the patch view: as many tokens as the first "
+            } else {
+                " edit the sentence "
+            },
+            t.panel_title,
+        ))
         .render(rect, buf);
     let field = edit_field(body);
     let (shown, _) = edit_window(ed, field.width as usize);
@@ -534,12 +541,23 @@ fn render_edit(state: &State, body: Rect, buf: &mut Buffer) {
             ]
         })
         .collect();
-    let n = crate::engine::pipeline::ModelConfig::tokens_from_text(&ed.text).len();
     let mut spans = hints;
-    spans.push(Span::styled(
-        format!("{n} token{}", if n == 1 { "" } else { "s" }),
-        t.dim,
-    ));
+    let count = match state.source.session() {
+        // A real model's tokenizer: how many of the first text's tokens.
+        Some(s) => {
+            let n = s
+                .model
+                .tokenizer
+                .encode(&ed.text)
+                .map_or(0, |ids| ids.len());
+            format!("{n} of {} tokens", s.n())
+        }
+        None => {
+            let n = crate::engine::pipeline::ModelConfig::tokens_from_text(&ed.text).len();
+            format!("{n} token{}", if n == 1 { "" } else { "s" })
+        }
+    };
+    spans.push(Span::styled(count, t.dim));
     Line::from(spans).render(Rect::new(field.x, field.y + 1, field.width, 1), buf);
 }
 

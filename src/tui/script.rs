@@ -24,6 +24,10 @@ pub struct ScriptStep {
     pub show: Option<ModelShow>,
     /// The model and tokens views draw contributions (true) or weights (None: stay).
     pub contributions: Option<bool>,
+    /// The lens view's cells show the target (true) or the top token (None: stay).
+    pub lens_target: Option<bool>,
+    /// The patch view's sites (None: stay).
+    pub patch: Option<crate::model::patching::PatchWhat>,
     /// Interventions on a trained model from this step on (None: keep the current ones).
     pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.
@@ -58,6 +62,8 @@ impl From<scene::ScriptStep> for ScriptStep {
             layer: s.layer,
             show: s.show,
             contributions: s.contributions,
+            lens_target: s.lens_target,
+            patch: s.patch,
             intervene: s.intervene,
             highlight: s.highlight,
             tiles: s.tiles,

@@ -223,6 +223,7 @@ impl State {
             request: None,
             zoom: Default::default(),
             cache: Default::default(),
+            compare: None,
         };
         let mut state = State {
             ctx,

@@ -38,6 +38,7 @@ pub fn update(state: &mut State, action: Action) {
             | Action::TrainReport(_)
             | Action::Lens(_)
             | Action::Attribution(_)
+            | Action::Patch(_)
             | Action::Work(_)
             | Action::Composition(_)
             | Action::Derived(_)
@@ -160,6 +161,7 @@ pub fn update(state: &mut State, action: Action) {
         Action::Flash(_) => to_view(state, views::find(ViewKind::Flash), action),
         Action::Lens(_) => to_view(state, views::find(ViewKind::Lens), action),
         Action::Attribution(_) => to_view(state, views::find(ViewKind::Attribution), action),
+        Action::Patch(_) => to_view(state, views::find(ViewKind::Patch), action),
         Action::Work(report) => work(state, *report),
         Action::CancelWork => {
             if state.rerun.take().is_some() {
@@ -168,7 +170,12 @@ pub fn update(state: &mut State, action: Action) {
                     "the run with the other heads was stopped (Esc)",
                 );
             }
-            for kind in [ViewKind::Decode, ViewKind::Model, ViewKind::Position] {
+            for kind in [
+                ViewKind::Decode,
+                ViewKind::Model,
+                ViewKind::Position,
+                ViewKind::Patch,
+            ] {
                 to_view(state, views::find(kind), Action::CancelWork);
             }
         }

@@ -236,3 +236,109 @@ fn texts_of_different_lengths_or_equal_runs_are_refused() {
     .unwrap_err();
     assert!(e.to_string().contains("no effect"), "{e}");
 }
+
+#[test]
+fn a_kept_sweep_predicts_as_the_runs_it_kept() {
+    use attnviz::model::patching::{patch_sweep_keeping, top_tokens};
+    for (name, (cfg, w)) in [("llama", llama(43)), ("gpt2", gpt2(44))] {
+        let clean = [1u32, 5, 9, 2, 5, 9, 11];
+        let mut corrupt = clean;
+        corrupt[3] = 13;
+        let pair = LogitPair { target: 3, foil: 7 };
+        let run = |keep: bool| {
+            let f = if keep {
+                patch_sweep_keeping
+            } else {
+                patch_sweep
+            };
+            f(
+                &cfg,
+                &w,
+                &clean,
+                &corrupt,
+                pair,
+                PatchWhat::Resid,
+                Some(2),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap()
+        };
+        let (kept, plain) = (run(true), run(false));
+        assert_eq!(kept.rows, plain.rows, "{name}: keeping changes the metric");
+        assert!(plain.hidden.patched.is_empty());
+        // The clean and corrupt runs' top tokens are those of a whole forward pass.
+        for (ids, hidden) in [
+            (&clean, &kept.hidden.clean),
+            (&corrupt, &kept.hidden.corrupt),
+        ] {
+            let logits = forward(&cfg, &w, ids, &opts()).unwrap().logits.unwrap();
+            let row = &logits[(ids.len() - 1) * cfg.vocab..];
+            let top = top_tokens(&cfg, &w, hidden, 3).unwrap();
+            let mut want: Vec<usize> = (0..cfg.vocab).collect();
+            want.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+            assert_eq!(
+                top.iter().map(|t| t.id as usize).collect::<Vec<_>>(),
+                want[..3].to_vec(),
+                "{name}"
+            );
+        }
+        // Patching where the texts differ before block 0 is the clean run; before the
+        // difference, the corrupt run.
+        let at = |p: usize| top_tokens(&cfg, &w, kept.hidden.at(0, p).unwrap(), 2).unwrap();
+        let clean_top = top_tokens(&cfg, &w, &kept.hidden.clean, 2).unwrap();
+        let corrupt_top = top_tokens(&cfg, &w, &kept.hidden.corrupt, 2).unwrap();
+        for (a, b) in at(3).iter().zip(&clean_top) {
+            assert_eq!(a.id, b.id, "{name}");
+            assert!((a.prob - b.prob).abs() < 1e-5, "{name}");
+        }
+        assert_eq!(at(1), corrupt_top, "{name}");
+    }
+}
+
+#[test]
+fn every_kept_sites_top_tokens_are_its_own_runs() {
+    use attnviz::model::patching::{patch_sweep_keeping, patched_tops, top_tokens};
+    let (cfg, w) = llama(45);
+    let clean = [1u32, 5, 9, 2, 5, 9, 11];
+    let mut corrupt = clean;
+    corrupt[4] = 13;
+    let pair = LogitPair { target: 3, foil: 7 };
+    for what in WHAT {
+        let r = patch_sweep_keeping(
+            &cfg,
+            &w,
+            &clean,
+            &corrupt,
+            pair,
+            what,
+            Some(2),
+            &mut |_, _| Ok(()),
+        )
+        .unwrap();
+        let tops = patched_tops(&cfg, &w, &r.hidden, 4, 2).unwrap();
+        assert_eq!(tops.len(), cfg.layers);
+        for (l, row) in tops.iter().enumerate() {
+            assert_eq!(row.len(), r.rows[l].len());
+            for (c, top) in row.iter().enumerate() {
+                let one = top_tokens(&cfg, &w, r.hidden.at(l, c).unwrap(), 4).unwrap();
+                assert_eq!(
+                    top.iter().map(|t| t.id).collect::<Vec<_>>(),
+                    one.iter().map(|t| t.id).collect::<Vec<_>>(),
+                    "{what:?} layer {l} column {c}"
+                );
+                // The patched run's own logit difference, from its kept state.
+                let ld = {
+                    let h = r.hidden.at(l, c).unwrap();
+                    let all = top_tokens(&cfg, &w, h, cfg.vocab).unwrap();
+                    let logit = |id: u32| all.iter().find(|t| t.id == id).unwrap().logit as f64;
+                    logit(pair.target) - logit(pair.foil)
+                };
+                assert!(
+                    (ld - r.patched_ld[l][c]).abs() <= 1e-3 * ld.abs().max(1.0),
+                    "{what:?} layer {l} column {c}: {ld} against {}",
+                    r.patched_ld[l][c]
+                );
+            }
+        }
+    }
+}

@@ -66,9 +66,12 @@ pub(crate) fn loss_change(s: &ModelSession) -> f64 {
     s.loss().unwrap() - before
 }
 
-const REAL: [&str; 6] = [
+const REAL: [&str; 9] = [
     "attention-sinks",
     "weights-contributions",
+    "logit-lens",
+    "answer-heads",
+    "fact-patching",
     "induction-real",
     "gqa-real",
     "rope-real",

@@ -568,3 +568,269 @@ fn weights_contributions_quotes_both_measures_of_the_same_heads() {
     );
     both_say(&s, 4, &[shown_w]);
 }
+
+/// The lens the player computed at this step, ready.
+fn lens_at(p: &attnviz::record::Headless) -> std::sync::Arc<attnviz::model::lens::TextLens> {
+    use attnviz::tui::views::lens::{LensState, lab};
+    match &lab(p.state()).expect("the lens view's lab").state {
+        LensState::Ready(l) => l.clone(),
+        other => panic!("the lens is not ready: {other:?}"),
+    }
+}
+
+/// A narration's figure as the lessons write a negative one (with U+2212).
+fn signed(v: f64, digits: usize) -> String {
+    format!("{v:+.digits$}").replace('-', "\u{2212}")
+}
+
+#[test]
+fn logit_lens_quotes_the_lens_of_the_model_at_play_time() {
+    use attnviz::tui::views::lens::percent;
+    let Some(s) = lesson("logit-lens") else {
+        return;
+    };
+    let mut p = at(&s, 0);
+    let ss = session(&p);
+    let model = ss.model.clone();
+    let tok = &model.tokenizer;
+    let text = |id: u32| tok.decode(&[id]);
+    let layers = ss.config().layers;
+    let (last, paris) = (ss.n() - 1, ss.top_next[0].id);
+    assert_eq!(text(paris), " Paris");
+    let lens = lens_at(&p);
+    // Step 1: the last row is the model's own output.
+    let out = &lens.cells[layers][last].top[0];
+    assert_eq!(out.id, paris);
+    let shown = percent(out.prob).trim().to_string();
+    both_say(&s, 1, &[shown.clone(), "Paris".into()]);
+    assert!(screen(&mut p).contains(&shown));
+    // Step 2: one layer earlier, ' capital' and ' the' lead and ' Paris' is third.
+    let mut p = at(&s, 1);
+    let cell = &lens_at(&p).cells[layers - 1][last];
+    assert_eq!(text(cell.top[0].id), " capital");
+    assert_eq!(text(cell.top[1].id), " the");
+    assert_eq!(cell.top[2].id, paris);
+    let figs: Vec<String> = cell.top[..3]
+        .iter()
+        .map(|t| format!("{:.3}", t.prob))
+        .collect();
+    both_say(&s, 2, &figs);
+    let t = screen(&mut p);
+    assert!(figs.iter().all(|f| t.contains(f.as_str())), "{t}");
+    // Step 3: the answer's rank after layers 20, 24 and 28, on the target cells.
+    let mut p = at(&s, 2);
+    let lens = lens_at(&p);
+    let ranks: Vec<String> = [20, 24, 28]
+        .iter()
+        .map(|&l| format!("#{}", lens.cells[l][last].target.unwrap().0 + 1))
+        .collect();
+    assert!(
+        lens.cells[28][last].target.unwrap().0 > 0,
+        "not first before the output"
+    );
+    both_say(&s, 3, &ranks);
+    let t = screen(&mut p);
+    assert!(t.contains("the target's rank"), "{t}");
+    assert!(ranks.iter().all(|r| t.contains(r.as_str())), "{t}");
+    // Step 4: ' of' after ' capital' is first from layer 19 on; 77% there, 100% first at 25.
+    let p = at(&s, 3);
+    let lens = lens_at(&p);
+    assert_eq!(text(ss_id(&p, 2)), " of");
+    let first = (0..=layers)
+        .rev()
+        .take_while(|&l| lens.cells[l][1].target.unwrap().0 == 0)
+        .last()
+        .unwrap();
+    assert_eq!(first, 19);
+    let prob = |l: usize| {
+        percent(lens.cells[l][1].target.unwrap().1)
+            .trim()
+            .to_string()
+    };
+    let full = (0..=layers).find(|&l| prob(l) == "100%").unwrap();
+    assert_eq!(full, 25);
+    both_say(&s, 4, &[prob(first), "100%".into()]);
+    let (en, zh) = said(&s, 4);
+    for l in [first, full] {
+        assert!(en.contains(&format!("layer {l}")), "{en}");
+        assert!(zh.contains(&format!("第 {l} 层")), "{zh}");
+    }
+    // Step 5: mid-depth, the last position reads a space.
+    let mut p = at(&s, 4);
+    let cell = &lens_at(&p).cells[20][last].top[0];
+    assert_eq!(text(cell.id), " ");
+    let shown = percent(cell.prob).trim().to_string();
+    both_say(&s, 5, std::slice::from_ref(&shown));
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("{:.3}", cell.prob)), "{t}");
+}
+
+fn ss_id(p: &attnviz::record::Headless, i: usize) -> u32 {
+    session(p).ids[i]
+}
+
+#[test]
+fn answer_heads_splits_the_answer_and_tests_the_largest_part() {
+    use attnviz::tui::views::attribution::{AttributionState, lab};
+    let Some(s) = lesson("answer-heads") else {
+        return;
+    };
+    let answer = |p: &attnviz::record::Headless| match &lab(p.state()).expect("a lab").state {
+        AttributionState::Ready(a) => a.clone(),
+        other => panic!("the attribution is not ready: {other:?}"),
+    };
+    // Step 1: the parts of logit(Paris) - logit(the) add up to the model's own difference.
+    let mut p = at(&s, 0);
+    let ss = session(&p);
+    let model = ss.model.clone();
+    let tok = &model.tokenizer;
+    let a = answer(&p);
+    assert_eq!(tok.decode(&[a.target.id]), " Paris");
+    assert_eq!(tok.decode(&[a.foil.id]), " the");
+    assert!(a.adds_up());
+    let own = format!("{:.3}", a.own());
+    both_say(&s, 1, std::slice::from_ref(&own));
+    let t = screen(&mut p);
+    assert!(t.contains(&own) && t.contains('✓'), "{t}");
+    // Step 2: the largest head, larger than the whole; all heads and all MLPs.
+    let mut p = at(&s, 1);
+    let at2 = answer(&p).attribution.clone();
+    let heads = &at2.heads;
+    let big = (0..heads.len())
+        .flat_map(|l| (0..heads[l].len()).map(move |h| (l, h)))
+        .max_by(|x, y| heads[x.0][x.1].abs().total_cmp(&heads[y.0][y.1].abs()))
+        .unwrap();
+    assert_eq!(big, (23, 4));
+    assert!(heads[23][4] > a.own());
+    let all: f64 = heads.iter().flatten().sum();
+    let mlp: f64 = at2.mlp.iter().sum();
+    both_say(
+        &s,
+        2,
+        &[signed(heads[23][4], 3), signed(all, 3), signed(mlp, 3)],
+    );
+    let t = screen(&mut p);
+    assert!(t.contains("layer 24/30 head 5"), "{t}");
+    assert!(t.contains(&format!("{:+.3}", heads[23][4])), "{t}");
+    // Step 3: from ' is' the head looks at ' France'.
+    let mut p = at(&s, 2);
+    let ss = session(&p);
+    let w = row(ss, 23, 4, ss.n() - 1);
+    let j = argmax(&w);
+    assert_eq!(ss.pieces[j].trim(), "France");
+    both_say(&s, 3, &[format!("{:.3}", w[j])]);
+    assert!(screen(&mut p).contains(&format!("{:.2}", w[j])));
+    // Step 4: ablating it: ' Paris' before and after, and ' London' after.
+    let mut p = at(&s, 3);
+    let ss = session(&p);
+    let pct = |v: f64| format!("{:.0}%", v * 100.0);
+    let before = &ss.baseline.as_ref().expect("an intervened run").top_next;
+    assert_eq!(before[0].id, a.target.id);
+    let after = &ss.top_next;
+    let find = |id: u32| after.iter().find(|t| t.id == id).map(|t| t.prob).unwrap();
+    let london = after
+        .iter()
+        .find(|t| tok.decode(&[t.id]) == " London")
+        .expect("London among the top tokens after");
+    let figs = [
+        pct(before[0].prob),
+        pct(find(a.target.id)),
+        pct(london.prob),
+    ];
+    assert!(find(a.target.id) < before[0].prob / 2.0);
+    both_say(&s, 4, &figs);
+    let t = screen(&mut p);
+    assert!(figs.iter().all(|f| t.contains(f.as_str())), "{t}");
+    // Step 5: layer 30's first two heads nearly cancel.
+    let mut p = at(&s, 4);
+    let h = &answer(&p).attribution.heads[29];
+    assert!((h[0] + h[1]).abs() < 0.25 * h[0].abs().min(h[1].abs()));
+    both_say(&s, 5, &[signed(h[0], 2), signed(h[1], 2)]);
+    let t = screen(&mut p);
+    assert!(
+        t.contains(&format!("{:+.2}", h[0])) && t.contains(&format!("{:+.2}", h[1])),
+        "{t}"
+    );
+}
+
+#[test]
+fn fact_patching_quotes_the_sweeps_of_the_model_at_play_time() {
+    use attnviz::tui::views::patch::{PatchState, lab};
+    let Some(s) = lesson("fact-patching") else {
+        return;
+    };
+    let sweep = |p: &attnviz::record::Headless| match &lab(p.state()).expect("a lab").state {
+        PatchState::Ready(o) => o.clone(),
+        other => panic!("the sweep is not ready: {other:?}"),
+    };
+    // Step 1: the answer and the foil, and both runs' logit differences.
+    let mut p = at(&s, 0);
+    let ss = session(&p);
+    let model = ss.model.clone();
+    let tok = &model.tokenizer;
+    let o = sweep(&p);
+    assert_eq!(tok.decode(&[o.target.id]), " Paris");
+    assert_eq!(tok.decode(&[o.foil.id]), " Rome");
+    let (clean, corrupt) = (o.result.clean_ld, o.result.corrupt_ld);
+    assert!(clean > 0.0 && corrupt < 0.0, "{clean} {corrupt}");
+    both_say(&s, 1, &[format!("{clean:.3}"), signed(corrupt, 3)]);
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("clean {clean:.3}")), "{t}");
+    assert!(t.contains(&format!("corrupt {corrupt:.3}")), "{t}");
+    // Step 2: the subject's residual entering block 24 restores the answer.
+    let mut p = at(&s, 1);
+    let o = sweep(&p);
+    let m = o.result.rows[23][3];
+    assert!((m - 1.0).abs() < 0.05, "{m}");
+    let top = &o.tops[23][3][0];
+    assert_eq!(top.id, o.target.id);
+    let pct = format!("{:.0}%", top.prob * 100.0);
+    both_say(&s, 2, &[format!("{m:.2}"), pct.clone()]);
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("{m:.3}")) && t.contains(&pct), "{t}");
+    // Step 3: one block later the subject no longer matters and the last position does;
+    // entering block 24 it was the other way round.
+    let mut p = at(&s, 2);
+    let o = sweep(&p);
+    let (gone, moved) = (o.result.rows[24][3], o.result.rows[24][4]);
+    assert!(
+        gone.abs() < 0.1 && (moved - 1.0).abs() < 0.05,
+        "{gone} {moved}"
+    );
+    assert!(o.result.rows[23][4].abs() < 0.1);
+    both_say(&s, 3, &[signed(gone, 2), format!("{moved:.2}")]);
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("{moved:.3}")), "{t}");
+    // Step 4: one head's output restores most of it: the head with the largest metric.
+    let mut p = at(&s, 3);
+    let o = sweep(&p);
+    let rows = &o.result.rows;
+    let best = (0..rows.len())
+        .flat_map(|l| (0..rows[l].len()).map(move |h| (l, h)))
+        .max_by(|a, b| rows[a.0][a.1].total_cmp(&rows[b.0][b.1]))
+        .unwrap();
+    assert_eq!(best, (23, 4));
+    both_say(&s, 4, &[format!("{:.3}", rows[23][4])]);
+    let t = screen(&mut p);
+    assert!(
+        t.contains("layer 24 · head 5") && t.contains(&format!("{:.3}", rows[23][4])),
+        "{t}"
+    );
+    // The same head reads ' France' from ' is' (the answer-heads lesson's claim).
+    let w = row(session(&p), 23, 4, 4);
+    assert_eq!(argmax(&w), 3);
+    // Step 5: at the subject, block 1's MLP output restores it all, later ones little.
+    let mut p = at(&s, 4);
+    let o = sweep(&p);
+    let first = o.result.rows[0][3];
+    let later = (1..o.result.rows.len())
+        .map(|l| o.result.rows[l][3])
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!((first - 1.0).abs() < 0.05 && later < 0.5, "{first} {later}");
+    both_say(&s, 5, &[format!("{first:.2}"), format!("{later:.2}")]);
+    let t = screen(&mut p);
+    assert!(
+        t.contains("MLP output") && t.contains(&format!("{first:.3}")),
+        "{t}"
+    );
+}

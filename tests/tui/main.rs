@@ -12,6 +12,7 @@ mod model;
 mod model_contrib;
 mod model_views;
 mod model_writers;
+mod patch_view;
 mod real_decode_position;
 mod screens;
 mod soak;

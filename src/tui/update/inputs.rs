@@ -244,6 +244,14 @@ pub(super) fn edit(state: &mut State, e: EditAction) {
             Source::Model(c) => {
                 state.overlay = Overlay::Edit(LineEditor::new(c.tokens.join(" ")));
             }
+            // On a real model, `e` types the second text (the patch view's corrupt run).
+            Source::Real { session, .. } => {
+                let text = state.compare.as_ref().map_or_else(
+                    || session.model.tokenizer.decode(&session.ids),
+                    |c| c.text.clone(),
+                );
+                state.overlay = Overlay::Edit(LineEditor::new(text));
+            }
             _ => state.set_status(
                 StatusKind::Warn,
                 "the tokens label tensors from files; edit the --tokens-file instead",
@@ -251,6 +259,7 @@ pub(super) fn edit(state: &mut State, e: EditAction) {
         }
         return;
     }
+    let real = state.source.session().is_some();
     let Overlay::Edit(ed) = &mut state.overlay else {
         return;
     };
@@ -265,6 +274,26 @@ pub(super) fn edit(state: &mut State, e: EditAction) {
         EditAction::End => ed.end(),
         EditAction::Clear => ed.clear(),
         EditAction::Cancel => state.overlay = Overlay::None,
+        EditAction::Apply if real => {
+            let text = ed.text.clone();
+            let Some(s) = state.source.session() else {
+                return;
+            };
+            match crate::tui::compare_of(s, &text) {
+                Ok(c) => {
+                    let n = c.ids.len();
+                    state.compare = Some(c);
+                    state.overlay = Overlay::None;
+                    let view = crate::tui::views::current(state);
+                    view.refresh(state);
+                    state.set_status(
+                        StatusKind::Info,
+                        format!("the second text: {n} tokens, as the first"),
+                    );
+                }
+                Err(e) => state.set_status(StatusKind::Error, format!("{e} (Esc cancels)")),
+            }
+        }
         EditAction::Apply => {
             let tokens = ModelConfig::tokens_from_text(&ed.text);
             if tokens.is_empty() {

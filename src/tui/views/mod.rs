@@ -16,6 +16,7 @@ mod inspector;
 pub mod lens;
 pub mod model;
 pub(crate) mod panel;
+pub mod patch;
 mod pipeline;
 pub mod position;
 pub mod scaling;
@@ -39,6 +40,7 @@ pub static VIEWS: &[&dyn View] = &[
     &tokens::TokensView,
     &lens::LensView,
     &attribution::AttributionView,
+    &patch::PatchView,
     &position::PositionView,
     &flash::FlashView,
     &decode::DecodeView,
