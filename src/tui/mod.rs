@@ -211,14 +211,21 @@ pub fn model_state(model: &str, text: Option<&str>, options: AppOptions) -> Resu
 }
 
 /// The app on a real model with a second text (`--compare`): as many tokens as the
-/// first (else exit 2 naming both counts and pieces), for the patch view.
+/// first (else exit 2 naming both counts and pieces), for the patch and tokens views.
 pub fn with_compare(mut state: State, text: &str) -> Result<State> {
     let Some(s) = state.source.session() else {
         return Err(Error::usage(
             "--compare needs --model: it is a second text for a real model",
         ));
     };
-    let compare = compare_of(s, text).map_err(|e| Error::usage(format!("--compare: {e}")))?;
+    let mut compare = compare_of(s, text).map_err(|e| Error::usage(format!("--compare: {e}")))?;
+    // Run before the terminal opens, as the first text was: the tokens view shows it.
+    let run = crate::model::session::ModelSession::from_shared(
+        s.model.clone(),
+        compare.ids.clone(),
+        crate::model::forward::ForwardOptions::default(),
+    )?;
+    compare.session = Some(std::sync::Arc::new(run));
     state.compare = Some(compare);
     Ok(state)
 }

@@ -217,3 +217,39 @@ fn the_command_line_refuses_texts_of_different_lengths() {
         "{err}"
     );
 }
+
+#[test]
+fn x_in_the_tokens_view_shows_the_second_run_and_the_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = app(&dir, Some(OTHER), 120, 40);
+    update(&mut s, Action::SetView(ViewKind::Tokens));
+    let (first, second) = {
+        let c = s.compare.as_ref().unwrap();
+        (
+            match &s.source {
+                attnviz::tui::Source::Real { session, .. } => session.clone(),
+                _ => unreachable!("a real model"),
+            },
+            c.session.clone().expect("--compare runs the second text"),
+        )
+    };
+    let n = first.n();
+    key(&mut s, KeyCode::Up);
+    let i = s.cursor.0;
+    assert!(screen(&s, 120, 40).contains("the first text · "));
+    key(&mut s, KeyCode::Char('x'));
+    let text = screen(&s, 120, 40);
+    assert!(text.contains("the second text · "), "{text}");
+    let w2 = second.row_weights(s.layer(), s.head, i);
+    assert!(text.contains(&format!("{:.3}", w2[0])), "{text}");
+    key(&mut s, KeyCode::Char('x'));
+    let text = screen(&s, 120, 40);
+    assert!(text.contains("first minus second text"), "{text}");
+    let w1 = first.row_weights(s.layer(), s.head, i);
+    for j in 0..n.min(30) {
+        let line = format!("{:>6.3}  {:>6.3}  {:>+7.3}", w1[j], w2[j], w1[j] - w2[j]);
+        assert!(text.contains(&line), "key {j}: {line}\n{text}");
+    }
+    key(&mut s, KeyCode::Char('x'));
+    assert!(screen(&s, 120, 40).contains("the first text · "));
+}

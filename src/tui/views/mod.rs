@@ -21,6 +21,7 @@ mod pipeline;
 pub mod position;
 pub mod scaling;
 pub(crate) mod tokens;
+mod tokens_compare;
 pub mod train;
 mod variants;
 

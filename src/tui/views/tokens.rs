@@ -6,7 +6,9 @@
 //!
 //! Up and Down choose the token; the head keys (1-9, n/N) choose the focused head; `<` `>`
 //! the layer; `w` shows the contributions ||A v W_O|| in place of the weights (cells,
-//! numbers and bars). The numbers are the forward pass's own (`ModelSession`).
+//! numbers and bars). With a second text (`--compare`), `x` shows its run instead, then
+//! the signed difference of the two runs' weights (`tokens_compare`). The numbers are the
+//! forward pass's own (`ModelSession`).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -20,6 +22,7 @@ use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views::contrib;
+use crate::tui::views::tokens_compare;
 use crate::widgets::heat::adapt;
 use crate::widgets::text;
 use crate::widgets::token_links::{TokenLinks, head_rgb, show};
@@ -28,6 +31,7 @@ pub struct TokensView;
 
 const CMD_MEAN: u8 = 0;
 const CMD_CONTRIB: u8 = 1;
+const CMD_SIDE: u8 = 2;
 
 static KEYS: &[Binding] = &[
     Binding {
@@ -48,14 +52,47 @@ static KEYS: &[Binding] = &[
         group: Group::ThisView,
         when: When::Always,
     },
+    Binding {
+        keys: &[KeyPat::Char('x')],
+        action: Action::ViewCommand(CMD_SIDE),
+        desc: "with a second text (--compare): the first text / the second / their difference",
+        hint: Some("1st/2nd/diff"),
+        hint_keys: Some("x"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
 ];
 
+/// Which run the view shows when there is a second text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Side {
+    #[default]
+    First,
+    Second,
+    /// The first run's weights minus the second's.
+    Diff,
+}
+
 /// The view's own settings: do the bars show the mean over heads, do cells and bars show
-/// the contributions?
+/// the contributions, which run?
 #[derive(Debug, Clone, Copy, Default)]
 struct TokensLab {
     mean: bool,
     contrib: bool,
+    side: Side,
+}
+
+/// The run of the second text, once made.
+fn second(ctx: &Context) -> Option<&ModelSession> {
+    ctx.compare.as_ref()?.session.as_deref()
+}
+
+/// What the view shows now: a side that needs the second run falls back to the first.
+pub fn side(ctx: &Context) -> Side {
+    match second(ctx) {
+        Some(_) => settings(ctx).side,
+        None => Side::First,
+    }
 }
 
 /// A lesson step's `measure`: cells and bars show contributions (`true`) or weights.
@@ -145,6 +182,20 @@ impl View for TokensView {
         let mut l = settings(ctx);
         match action {
             Action::ViewCommand(CMD_MEAN) => l.mean = !l.mean,
+            Action::ViewCommand(CMD_SIDE) => {
+                if second(ctx).is_none() {
+                    ctx.set_status(
+                        crate::tui::context::StatusKind::Warn,
+                        "no second text: open with --compare TEXT (as many tokens), or type one with e in the patch view",
+                    );
+                    return;
+                }
+                l.side = match l.side {
+                    Side::First => Side::Second,
+                    Side::Second => Side::Diff,
+                    Side::Diff => Side::First,
+                };
+            }
             Action::ViewCommand(CMD_CONTRIB) => {
                 l.contrib = !l.contrib;
                 if l.contrib
@@ -162,8 +213,17 @@ impl View for TokensView {
     }
 
     fn render(&self, ctx: &Context, area: Rect, buf: &mut Buffer) {
-        let Some(s) = ctx.source.session() else {
+        let Some(first) = ctx.source.session() else {
             return;
+        };
+        let s = match (side(ctx), second(ctx)) {
+            (Side::Diff, Some(other)) => {
+                let focus = (!mean(ctx)).then_some(ctx.head);
+                tokens_compare::render(ctx, first, other, focus, area, buf);
+                return;
+            }
+            (Side::Second, Some(other)) => other,
+            _ => first,
         };
         let t = &ctx.theme;
         let [top, body, foot] = areas(area);
@@ -193,10 +253,15 @@ impl View for TokensView {
             .take(3)
             .map(|(j, w)| format!("'{}' {w:.2}", ctx.glyphs.text(&show(&s.pieces[*j]))))
             .collect();
+        let which = match side(ctx) {
+            Side::Second => "the second text · ",
+            _ if second(ctx).is_some() => "the first text · ",
+            _ => "",
+        };
         let line1 = vec![
             Span::styled(
                 format!(
-                    "token {}/{n} '{}' · {bars} · strongest: ",
+                    "{which}token {}/{n} '{}' · {bars} · strongest: ",
                     i + 1,
                     ctx.glyphs.text(&show(&s.pieces[i]))
                 ),
