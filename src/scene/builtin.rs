@@ -45,6 +45,7 @@ scenes![
     "answer-heads",
     "fact-patching",
     "induction-real",
+    "induction-circuit",
     "gqa-real",
     "rope-real",
     "bert-attention",

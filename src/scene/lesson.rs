@@ -54,6 +54,8 @@ pub struct Step {
     pub lens_target: Option<bool>,
     /// The patch view's sites (None: stay).
     pub patch: Option<crate::model::patching::PatchWhat>,
+    /// The model view lists the heads writing into the cursor's head (None: stay).
+    pub writers: Option<bool>,
     /// Interventions in force from this step on.
     pub intervene: Option<Intervention>,
     pub highlight: Vec<(usize, usize)>,
@@ -106,6 +108,7 @@ impl Scene {
                 contributions: s.contributions,
                 lens_target: s.lens_target,
                 patch: s.patch,
+                writers: s.writers,
                 intervene: s.intervene.clone(),
                 highlight: s.highlight.clone(),
                 tiles: s.tiles.clone(),
@@ -128,6 +131,7 @@ impl Scene {
                 first.show.get_or_insert(ModelShow::Maps);
                 first.contributions.get_or_insert(false);
                 first.lens_target.get_or_insert(false);
+                first.writers.get_or_insert(false);
                 first.intervene.get_or_insert_with(Intervention::default);
             }
             // Replaying from the first step must undo a later step's backward pass.

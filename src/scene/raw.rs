@@ -143,6 +143,8 @@ pub struct RawStep {
     pub measure: Option<Spanned<String>>,
     /// The patch view's sites: `resid`, `heads`, `attn-out` or `mlp-out`.
     pub patch: Option<Spanned<String>>,
+    /// The model view lists the earlier heads writing into the cursor's head.
+    pub writers: Option<Spanned<bool>>,
     /// What the lens view's cells show: `top` (each layer's top token) or `target` (the
     /// rank and probability of the position's target).
     pub lens: Option<Spanned<String>>,

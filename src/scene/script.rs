@@ -27,6 +27,8 @@ pub struct ScriptStep {
     pub lens_target: Option<bool>,
     /// The patch view's sites (None: stay).
     pub patch: Option<crate::model::patching::PatchWhat>,
+    /// The model view lists the heads writing into the cursor's head (None: stay).
+    pub writers: Option<bool>,
     /// Interventions on a trained model from this step on (None: keep the current ones).
     pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.

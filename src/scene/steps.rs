@@ -27,6 +27,7 @@ struct TrainedKeys {
     contributions: Option<bool>,
     lens_target: Option<bool>,
     patch: Option<PatchWhat>,
+    writers: Option<bool>,
     intervene: Option<Intervention>,
 }
 
@@ -126,6 +127,7 @@ impl Checker<'_, '_> {
             contributions,
             lens_target,
             patch,
+            writers,
             intervene,
         } = trained.unwrap_or_default();
         let when = self.train_keys(i, s, model.train);
@@ -317,6 +319,7 @@ impl Checker<'_, '_> {
             contributions,
             lens_target,
             patch,
+            writers,
             intervene,
             highlight,
             tiles,
@@ -342,6 +345,7 @@ impl Checker<'_, '_> {
                 s.measure.as_ref().map(|v| (v.span(), "measure")),
                 s.lens.as_ref().map(|v| (v.span(), "lens")),
                 s.patch.as_ref().map(|v| (v.span(), "patch")),
+                s.writers.as_ref().map(|v| (v.span(), "writers")),
                 s.intervene.as_ref().map(|v| (v.span(), "intervene")),
             ];
             for (span, name) in spans.into_iter().flatten() {
@@ -434,6 +438,7 @@ impl Checker<'_, '_> {
             },
             None => None,
         };
+        let writers = s.writers.as_ref().map(|v| *v.get_ref());
         let intervene = match &s.intervene {
             Some(iv) => {
                 let r = iv.get_ref();
@@ -494,6 +499,7 @@ impl Checker<'_, '_> {
             contributions,
             lens_target,
             patch,
+            writers,
             intervene,
         })
     }

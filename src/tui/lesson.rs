@@ -51,9 +51,9 @@ pub fn lesson_state(
             check_steps(scene, &session, &steps)?;
             let compare =
                 match &p.compare {
-                    Some(text) => Some(crate::tui::compare_of(&session, text).map_err(|e| {
-                        Error::file(&scene.source, format!("pretrained.compare: {e}"))
-                    })?),
+                    Some(text) => Some(crate::tui::compare::compare_of(&session, text).map_err(
+                        |e| Error::file(&scene.source, format!("pretrained.compare: {e}")),
+                    )?),
                     None => None,
                 };
             let mut state = State::new(

@@ -55,6 +55,7 @@ pub mod action;
 pub mod app;
 mod change;
 pub mod clock;
+pub mod compare;
 pub mod component;
 pub mod context;
 mod derived;
@@ -218,7 +219,8 @@ pub fn with_compare(mut state: State, text: &str) -> Result<State> {
             "--compare needs --model: it is a second text for a real model",
         ));
     };
-    let mut compare = compare_of(s, text).map_err(|e| Error::usage(format!("--compare: {e}")))?;
+    let mut compare =
+        compare::compare_of(s, text).map_err(|e| Error::usage(format!("--compare: {e}")))?;
     // Run before the terminal opens, as the first text was: the tokens view shows it.
     let run = crate::model::session::ModelSession::from_shared(
         s.model.clone(),
@@ -228,31 +230,6 @@ pub fn with_compare(mut state: State, text: &str) -> Result<State> {
     compare.session = Some(std::sync::Arc::new(run));
     state.compare = Some(compare);
     Ok(state)
-}
-
-/// A second text for a session: tokenized with its model's tokenizer, as many tokens as
-/// the session's text, or why not (both counts and pieces).
-pub fn compare_of(
-    s: &crate::model::session::ModelSession,
-    text: &str,
-) -> std::result::Result<crate::tui::context::Compare, String> {
-    let ids = s.model.tokenizer.encode(text).map_err(|e| e.to_string())?;
-    let pieces: Vec<String> = ids.iter().map(|&id| s.model.tokenizer.piece(id)).collect();
-    if ids.len() != s.n() {
-        return Err(format!(
-            "the second text has {} tokens ({}) and the first {} ({}); patching needs the same number",
-            ids.len(),
-            pieces.join("|"),
-            s.n(),
-            s.pieces.join("|")
-        ));
-    }
-    Ok(crate::tui::context::Compare {
-        text: text.to_string(),
-        ids,
-        pieces,
-        session: None,
-    })
 }
 
 /// The app on a real model's computation of `message` in its chat template (`--chat`):

@@ -99,6 +99,9 @@ pub(crate) fn apply_step(state: &mut State, step: &ScriptStep) {
     if let Some(what) = step.patch {
         views::patch::what_in_lesson(state, what);
     }
+    if let Some(on) = step.writers {
+        views::model::writers_in_lesson(state, on);
+    }
     // After the view's refresh, which may put the cursor on its own first cell.
     if let Some(&first) = step.highlight.first() {
         state.cursor = first;

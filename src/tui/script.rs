@@ -28,6 +28,8 @@ pub struct ScriptStep {
     pub lens_target: Option<bool>,
     /// The patch view's sites (None: stay).
     pub patch: Option<crate::model::patching::PatchWhat>,
+    /// The model view lists the heads writing into the cursor's head (None: stay).
+    pub writers: Option<bool>,
     /// Interventions on a trained model from this step on (None: keep the current ones).
     pub intervene: Option<Intervention>,
     /// Cells (row, col) of the main matrix to highlight; the first also gets the cursor.
@@ -64,6 +66,7 @@ impl From<scene::ScriptStep> for ScriptStep {
             contributions: s.contributions,
             lens_target: s.lens_target,
             patch: s.patch,
+            writers: s.writers,
             intervene: s.intervene,
             highlight: s.highlight,
             tiles: s.tiles,

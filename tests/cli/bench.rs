@@ -172,13 +172,14 @@ fn ui_bench_times_every_view() {
     );
     let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let records = records.as_array().unwrap();
-    // Without --model, the views a lesson has (model, tokens, lens and attribution need a real model,
-    // the train view a training run).
+    // Without --model, the views a lesson has (model, tokens, lens, attribution and patch need a
+    // real model, the train view a training run).
     let lesson = [
         ViewKind::Model,
         ViewKind::Tokens,
         ViewKind::Lens,
         ViewKind::Attribution,
+        ViewKind::Patch,
         ViewKind::Train,
     ];
     for view in ViewKind::ALL.into_iter().filter(|v| !lesson.contains(v)) {

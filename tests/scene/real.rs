@@ -66,13 +66,14 @@ pub(crate) fn loss_change(s: &ModelSession) -> f64 {
     s.loss().unwrap() - before
 }
 
-const REAL: [&str; 9] = [
+const REAL: [&str; 10] = [
     "attention-sinks",
     "weights-contributions",
     "logit-lens",
     "answer-heads",
     "fact-patching",
     "induction-real",
+    "induction-circuit",
     "gqa-real",
     "rope-real",
     "bert-attention",

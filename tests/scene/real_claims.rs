@@ -834,3 +834,105 @@ fn fact_patching_quotes_the_sweeps_of_the_model_at_play_time() {
         "{t}"
     );
 }
+
+#[test]
+fn induction_circuit_quotes_composition_and_ablation_of_the_model_at_play_time() {
+    use attnviz::model::composition::composition_scores;
+    let Some(s) = lesson("induction-circuit") else {
+        return;
+    };
+    let (ind, prev) = ((18, 6), (16, 0));
+    let score = |ss: &ModelSession, (l, h): (usize, usize)| {
+        scores(ss)
+            .into_iter()
+            .find(|(k, _)| *k == (l, h))
+            .unwrap()
+            .1
+    };
+    // Step 1: the strongest induction head.
+    let mut p = at(&s, 0);
+    let ss = session(&p);
+    let all = scores(ss);
+    let best = all
+        .iter()
+        .max_by(|a, b| a.1.induction.total_cmp(&b.1.induction))
+        .unwrap();
+    assert_eq!(best.0, ind);
+    let before = best.1.induction;
+    both_say(&s, 1, &[format!("{before:.2}")]);
+    let t = screen(&mut p);
+    assert!(
+        t.contains("layer 19/30 · head 7/9") && t.contains(&format!("induction {before:.2}")),
+        "{t}"
+    );
+    // Step 2: the previous-token head, the strongest before the induction head's layer.
+    let mut p = at(&s, 1);
+    let ss = session(&p);
+    let pt = score(ss, prev).prev_token;
+    let strongest = scores(ss)
+        .into_iter()
+        .filter(|(k, _)| k.0 < ind.0)
+        .max_by(|a, b| a.1.prev_token.total_cmp(&b.1.prev_token))
+        .unwrap();
+    assert_eq!(strongest.0, prev);
+    both_say(&s, 2, &[format!("{pt:.2}")]);
+    assert!(screen(&mut p).contains(&format!("prev-token {pt:.2}")));
+    // Step 3: K-composition into the induction head, from the weights.
+    let mut p = at(&s, 2);
+    let ss = session(&p);
+    let m = &ss.model;
+    let layers: Vec<usize> = (0..=ind.0).collect();
+    let comp = composition_scores(&m.config, &m.weights, &layers, 2).unwrap();
+    let mut k: Vec<_> = comp
+        .iter()
+        .filter(|c| (c.layer_b, c.head_b) == ind)
+        .map(|c| ((c.layer_a, c.head_a), c.k))
+        .collect();
+    k.sort_by(|a, b| b.1.total_cmp(&a.1));
+    assert_eq!(k[1].0, prev, "{:?}", &k[..3]);
+    let (first, second) = (k[0], k[1]);
+    both_say(
+        &s,
+        3,
+        &[
+            format!("{:.3}", second.1),
+            format!("{:.3}", first.1),
+            format!("L{} h{}", first.0.0 + 1, first.0.1 + 1),
+        ],
+    );
+    let t = screen(&mut p);
+    let line = format!(
+        "k L{} h{} {:.3}  L17 h1 {:.3}",
+        first.0.0 + 1,
+        first.0.1 + 1,
+        first.1,
+        second.1
+    );
+    assert!(t.contains(&line), "{line}\n{t}");
+    // Step 4: ablating the previous-token head alone.
+    let mut p = at(&s, 3);
+    let ss = session(&p);
+    let after = score(ss, ind).induction;
+    assert!(after < before / 2.0, "{after} against {before}");
+    // Layer 18's induction heads (over 0.5 before) fall too.
+    let base = at(&s, 0);
+    for h in 0..ss.config().heads {
+        if score(session(&base), (17, h)).induction > 0.5 {
+            assert!(score(ss, (17, h)).induction < 0.2, "L18 h{}", h + 1);
+        }
+    }
+    let (l0, l1) = losses(ss);
+    both_say(
+        &s,
+        4,
+        &[
+            format!("{before:.2}"),
+            format!("{after:.2}"),
+            format!("{l0:.3}"),
+            format!("{l1:.3}"),
+        ],
+    );
+    let t = screen(&mut p);
+    assert!(t.contains(&format!("induction {after:.2}")), "{t}");
+    assert!(t.contains(&format!("loss {l0:.3} -> {l1:.3}")), "{t}");
+}

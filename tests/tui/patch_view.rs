@@ -253,3 +253,35 @@ fn x_in_the_tokens_view_shows_the_second_run_and_the_difference() {
     key(&mut s, KeyCode::Char('x'));
     assert!(screen(&s, 120, 40).contains("the first text · "));
 }
+
+#[test]
+fn x_in_the_model_view_draws_the_second_runs_maps_and_the_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = app(&dir, Some(OTHER), 120, 40);
+    update(&mut s, Action::SetView(ViewKind::Model));
+    lens_worker::run_pending(&mut s);
+    let text = screen(&s, 120, 40);
+    assert!(
+        text.contains("maps: the first text") && text.contains("scale 0..1"),
+        "{text}"
+    );
+    key(&mut s, KeyCode::Char('x'));
+    let text = screen(&s, 120, 40);
+    assert!(text.contains("maps: the second text's weights"), "{text}");
+    key(&mut s, KeyCode::Char('x'));
+    let text = screen(&s, 120, 40);
+    assert!(
+        text.contains("maps: first minus second text")
+            && text.contains("the first text's weights minus the second's")
+            && text.contains("scale -1..1"),
+        "{text}"
+    );
+    key(&mut s, KeyCode::Char('x'));
+    assert!(screen(&s, 120, 40).contains("maps: the first text"));
+    // Without a second text, x says how to give one.
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = app(&dir, None, 120, 40);
+    update(&mut s, Action::SetView(ViewKind::Model));
+    key(&mut s, KeyCode::Char('x'));
+    assert!(s.status.as_ref().unwrap().text.contains("--compare TEXT"));
+}

@@ -279,7 +279,7 @@ pub(super) fn edit(state: &mut State, e: EditAction) {
             let Some(s) = state.source.session() else {
                 return;
             };
-            match crate::tui::compare_of(s, &text) {
+            match crate::tui::compare::compare_of(s, &text) {
                 Ok(c) => {
                     let n = c.ids.len();
                     state.compare = Some(c);

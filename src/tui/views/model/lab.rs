@@ -94,6 +94,9 @@ pub struct ModelLab {
     /// Esc stopped the worker deriving the scores or the rollout: not asked again until
     /// the view is opened (or refreshed) again.
     pub stopped: bool,
+    /// `x` with a second text: the maps of the first text, of the second, or their
+    /// difference.
+    pub side: crate::tui::views::tokens::Side,
 }
 
 /// The composition scores of the session's model (from its weights alone, so they

@@ -84,9 +84,25 @@ fn split(area: Rect) -> [Rect; 2] {
     Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(area)
 }
 
-pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut Buffer) {
+/// The maps of `s`; with `minus`, each weight of `s` minus the same weight of the second
+/// text's run (a signed scale, -1..1).
+pub fn render(
+    ctx: &Context,
+    s: &ModelSession,
+    minus: Option<&ModelSession>,
+    m: Measure,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let Some(shown) = s.maps(m) else {
         return;
+    };
+    let other = minus.and_then(|o| o.maps(Measure::Weights));
+    let shown_w = s.maps(Measure::Weights);
+    // The difference is of the weights (the second run keeps no contributions).
+    let (shown, other) = match (other, shown_w) {
+        (Some(o), Some(w)) if o.n() == w.n() => (w, Some(o)),
+        _ => (shown, None),
     };
     let t = &ctx.theme;
     let [maps, foot] = split(area);
@@ -109,10 +125,30 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
         per_cell: g.per_cell,
     };
     let how = ctx.zoom.pool;
-    let scale = ValueScale::Sequential { lo: 0.0, hi: 1.0 };
+    let scale = match other {
+        Some(_) => ValueScale::Diverging { abs: 1.0 },
+        None => ValueScale::Sequential { lo: 0.0, hi: 1.0 },
+    };
     let ablated = &s.options.ablate;
-    // Keyed by the maps drawn: the weights and the contributions each have theirs.
-    let key = |layer: usize, h: usize| (shown as *const _ as usize, layer, h, g.per_cell, how);
+    // Keyed by the maps drawn: the weights and the contributions each have theirs, and a
+    // difference its own.
+    let id = (shown as *const _ as usize)
+        ^ other.map_or(0, |o| (o as *const _ as usize).rotate_left(17));
+    let key = |layer: usize, h: usize| (id, layer, h, g.per_cell, how);
+    // Row i of the map drawn: the weights, or the first run's minus the second's.
+    let fill = |layer: usize, h: usize, i: usize, row: &mut [f32]| {
+        let len = shown.row_prefix_into(layer, h, i, row);
+        let Some(o) = other else {
+            return len;
+        };
+        let mut b = vec![0.0f32; row.len()];
+        let lb = o.row_prefix_into(layer, h, i, &mut b);
+        let len = len.max(lb);
+        for (a, b) in row[..len].iter_mut().zip(&b[..len]) {
+            *a -= b;
+        }
+        len
+    };
     let fits = |layer: usize, h: usize| {
         g.map_rect(layer, h)
             .is_some_and(|r| r.y < maps.bottom() && r.intersection(maps).width >= g.map_w)
@@ -124,7 +160,7 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
         .collect();
     ctx.cache.fill_maps(&visible, |&(_, layer, h, _, _)| {
         pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
-            shown.row_prefix_into(layer, h, i, row)
+            fill(layer, h, i, row)
         })
     });
     for layer in g.first_layer..g.first_layer + g.rows {
@@ -154,7 +190,7 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
             }
             let values = ctx.cache.map(key(layer, h), || {
                 pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
-                    shown.row_prefix_into(layer, h, i, row)
+                    fill(layer, h, i, row)
                 })
             });
             (&MiniMap {
@@ -199,11 +235,16 @@ pub fn render(ctx: &Context, s: &ModelSession, m: Measure, area: Rect, buf: &mut
     } else {
         format!("each cell: one {one}")
     };
+    let summary = match other {
+        Some(_) => format!("the first text's weights minus the second's · {summary}"),
+        None => summary,
+    };
     let shown = format!(
-        "layers {}-{} of {} · {summary} · scale 0..1 · z/Z: smaller/larger maps",
+        "layers {}-{} of {} · {summary} · scale {} · z/Z: smaller/larger maps",
         g.first_layer + 1,
         g.first_layer + g.rows,
-        s.config().layers
+        s.config().layers,
+        if other.is_some() { "-1..1" } else { "0..1" }
     );
     buf.set_stringn(
         foot.x,

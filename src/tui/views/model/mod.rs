@@ -43,6 +43,7 @@ use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views::contrib;
+use crate::tui::views::tokens::Side;
 use crate::widgets::text;
 
 pub struct ModelView;
@@ -69,6 +70,28 @@ pub fn show_in_lesson(ctx: &mut Context, show: ModelShow) {
     }
     if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
         l.show = show;
+    }
+}
+
+/// A lesson step's `writers`: list (or not) the earlier heads that write into the
+/// cursor's head (their composition scores, computed on the worker the first time).
+pub fn writers_in_lesson(ctx: &mut Context, on: bool) {
+    let Some(model) = ctx.source.session().map(writers::model_key) else {
+        return;
+    };
+    if lab(ctx).is_none() {
+        let cursor = ctx.cursor;
+        ModelView.refresh(ctx);
+        ctx.cursor = cursor;
+    }
+    let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) else {
+        return;
+    };
+    let w = &mut l.writers;
+    w.shown = on;
+    if on && (w.model != model || w.state == WritersState::None) {
+        w.model = model;
+        w.state = WritersState::Pending;
     }
 }
 
@@ -99,6 +122,7 @@ const CMD_ABLATE: u8 = 2;
 const CMD_RESTORE: u8 = 3;
 const CMD_CONTRIB: u8 = 4;
 const CMD_WRITERS: u8 = 5;
+const CMD_SIDE: u8 = 6;
 
 static KEYS: &[Binding] = &[
     Binding {
@@ -155,7 +179,29 @@ static KEYS: &[Binding] = &[
         group: Group::ThisView,
         when: When::Always,
     },
+    Binding {
+        keys: &[KeyPat::Char('x')],
+        action: Action::ViewCommand(CMD_SIDE),
+        desc: "with a second text (--compare): the maps of the first text / the second / the first minus the second",
+        hint: Some("1st/2nd/diff"),
+        hint_keys: Some("x"),
+        group: Group::ThisView,
+        when: When::Always,
+    },
 ];
+
+/// The second text's run, once made.
+fn second(ctx: &Context) -> Option<&ModelSession> {
+    ctx.compare.as_ref()?.session.as_deref()
+}
+
+/// Which run the maps show (the first when there is no second).
+fn side(ctx: &Context) -> Side {
+    match second(ctx) {
+        Some(_) => lab(ctx).map_or(Side::First, |l| l.side),
+        None => Side::First,
+    }
+}
 
 /// The parts of the view: the line naming the head, the main area, the predictions.
 fn areas(ctx: &Context, area: Rect) -> [Rect; 3] {
@@ -272,9 +318,9 @@ impl View for ModelView {
         if lab(ctx).is_none_or(|l| l.session != key) {
             // What the view was set to show stays (a run after an ablation is a new
             // session); the scores of the new one come from a worker.
-            let (show, contrib, writers) = lab(ctx).map_or_else(
-                || (Show::Maps, false, Writers::default()),
-                |l| (l.show, l.contrib, l.writers.clone()),
+            let (show, contrib, writers, side) = lab(ctx).map_or_else(
+                || (Show::Maps, false, Writers::default(), Side::First),
+                |l| (l.show, l.contrib, l.writers.clone(), l.side),
             );
             ctx.views.set(
                 ViewKind::Model,
@@ -286,6 +332,7 @@ impl View for ModelView {
                     rollout: [None, None],
                     writers,
                     stopped: false,
+                    side,
                 },
             );
         } else if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
@@ -321,6 +368,22 @@ impl View for ModelView {
                         .is_some_and(|s| s.contributions.is_none());
                 if ask {
                     ctx.request = Some(Request::KeepContributions);
+                }
+            }
+            Action::ViewCommand(CMD_SIDE) => {
+                if second(ctx).is_none() {
+                    ctx.set_status(
+                        crate::tui::context::StatusKind::Warn,
+                        "no second text: open with --compare TEXT (as many tokens), or type one with e in the patch view",
+                    );
+                    return;
+                }
+                if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
+                    l.side = match l.side {
+                        Side::First => Side::Second,
+                        Side::Second => Side::Diff,
+                        Side::Diff => Side::First,
+                    };
                 }
             }
             Action::ViewCommand(CMD_WRITERS) => {
@@ -402,11 +465,23 @@ impl View for ModelView {
                 Measure::Weights => ctx.theme.dim,
                 Measure::Contributions => ctx.theme.field_value,
             };
+            // With a second text, which run the maps show (`x`).
+            let which = match (side(ctx), show(ctx), second(ctx)) {
+                (_, _, None) => "",
+                (Side::First, Show::Maps, _) => "maps: the first text (x: second, difference) · ",
+                (Side::Second, Show::Maps, _) => {
+                    "maps: the second text's weights (x: difference) · "
+                }
+                (Side::Diff, Show::Maps, _) => {
+                    "maps: first minus second text, weights (x: first) · "
+                }
+                _ => "",
+            };
             buf.set_stringn(
                 top.x,
                 top.y + 1,
                 text::fit(
-                    &contrib::line(m, ctx.options.lang, true),
+                    &format!("{which}{}", contrib::line(m, ctx.options.lang, true)),
                     top.width as usize,
                     ctx.glyphs.ellipsis,
                 ),
@@ -415,7 +490,11 @@ impl View for ModelView {
             );
         }
         match show(ctx) {
-            Show::Maps => maps::render(ctx, s, m, main, buf),
+            Show::Maps => match (side(ctx), second(ctx)) {
+                (Side::Second, Some(o)) => maps::render(ctx, o, None, Measure::Weights, main, buf),
+                (Side::Diff, Some(o)) => maps::render(ctx, s, Some(o), m, main, buf),
+                _ => maps::render(ctx, s, None, m, main, buf),
+            },
             Show::Score(k) => grid::render(ctx, s, k, main, buf),
             Show::Rollout => {
                 rollout::render(ctx, s, m, lab(ctx).and_then(|l| l.rollout(m)), main, buf)
