@@ -28,7 +28,7 @@ pub use builtin::{BUILTIN_SOURCES, DEFAULT_SCENE, builtin, builtins};
 pub use lesson::{Animation, FlashBlocks, Localized, Scene, SceneModel, Step};
 pub use load::{load, load_file};
 pub use pass::FlashPass;
-pub use pretrained::{Intervention, Pretrained, PretrainedInput};
+pub use pretrained::{CompareInput, Intervention, Pretrained, PretrainedInput};
 pub use problem::{Problem, SceneError};
 pub use script::ScriptStep;
 pub use train::{Condition, Metric, TrainLesson};

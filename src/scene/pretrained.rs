@@ -13,8 +13,18 @@ pub struct Pretrained {
     /// Pad the sequence with the tokenizer's padding token to this many tokens, masking
     /// the padding keys.
     pub pad_to: Option<usize>,
-    /// A second text with as many tokens as the first: the patch view's corrupt run.
-    pub compare: Option<String>,
+    /// The patch view's corrupt run, as many tokens as the first input.
+    pub compare: Option<CompareInput>,
+}
+
+/// The second input of a lesson on a trained model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompareInput {
+    /// A text, beside `text`.
+    Text(String),
+    /// Beside `repeat`: T random tokens drawn from `seed`, then the first input's second
+    /// copy of its T tokens.
+    FirstHalf { seed: u64 },
 }
 
 #[derive(Debug, Clone, PartialEq)]

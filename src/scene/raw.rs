@@ -76,6 +76,9 @@ pub struct RawPretrained {
     pub pad_to: Option<Spanned<i64>>,
     /// A second text with as many tokens as `text` (the corrupt run of the patch view).
     pub compare: Option<Spanned<String>>,
+    /// With `repeat`: the second input is another T random tokens (from this seed), then
+    /// the first input's second copy: no earlier copy to find.
+    pub compare_seed: Option<Spanned<i64>>,
 }
 
 /// The run a `[train]` lesson trains on the induction task.

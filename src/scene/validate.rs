@@ -11,7 +11,9 @@ use toml::Spanned;
 use super::problem::{Problem, Problems, SceneError, from_toml, line_column};
 use super::raw::{RawModel, RawPretrained, RawScene, RawText};
 use super::view::SceneView;
-use super::{FlashBlocks, Localized, Pretrained, PretrainedInput, Scene, SceneModel, Step};
+use super::{
+    CompareInput, FlashBlocks, Localized, Pretrained, PretrainedInput, Scene, SceneModel, Step,
+};
 use crate::engine::config::{MaskKind, PeKind};
 use crate::engine::pipeline::{ModelConfig, Pipeline, StageId};
 
@@ -519,9 +521,30 @@ impl Checker<'_, '_> {
                 );
                 return None;
             }
-            Some(c) => Some(c.get_ref().clone()),
-            None => None,
+            Some(c) => Some(CompareInput::Text(c.get_ref().clone())),
+            None => match &p.compare_seed {
+                Some(s) if p.repeat.is_none() => {
+                    self.p.on(
+                        s,
+                        "pretrained.compare_seed",
+                        "draws another first half for a `repeat` input; beside `text`, give `compare = \"...\"`",
+                    );
+                    return None;
+                }
+                Some(s) => Some(CompareInput::FirstHalf {
+                    seed: self.count(s, "pretrained.compare_seed", 0..=u32::MAX as usize)? as u64,
+                }),
+                None => None,
+            },
         };
+        if let (Some(_), Some(s)) = (&p.compare, &p.compare_seed) {
+            self.p.on(
+                s,
+                "pretrained.compare_seed",
+                "give either `compare` (a text) or `compare_seed` (with `repeat`), not both",
+            );
+            return None;
+        }
         Some(Pretrained {
             model: (!model.is_empty()).then(|| model.to_string())?,
             input: input?,

@@ -15,7 +15,8 @@ use crate::model::forward::ForwardOptions;
 use crate::model::load::LoadedModel;
 use crate::model::probe::repeated_random;
 use crate::model::session::ModelSession;
-use crate::scene::{Pretrained, PretrainedInput, Scene, SceneModel};
+use crate::scene::{CompareInput, Pretrained, PretrainedInput, Scene, SceneModel};
+use crate::tui::context::Compare;
 use crate::tui::script::ScriptStep;
 use crate::tui::state::{AppOptions, Source, State};
 use crate::tui::view_kind::ViewKind;
@@ -49,13 +50,17 @@ pub fn lesson_state(
         SceneModel::Pretrained(p) => {
             let session = pretrained_session(scene, p)?;
             check_steps(scene, &session, &steps)?;
-            let compare =
-                match &p.compare {
-                    Some(text) => Some(crate::tui::compare::compare_of(&session, text).map_err(
-                        |e| Error::file(&scene.source, format!("pretrained.compare: {e}")),
-                    )?),
-                    None => None,
-                };
+            let compare = match &p.compare {
+                Some(CompareInput::Text(text)) => Some(
+                    crate::tui::compare::compare_of(&session, text).map_err(|e| {
+                        Error::file(&scene.source, format!("pretrained.compare: {e}"))
+                    })?,
+                ),
+                Some(CompareInput::FirstHalf { seed }) => {
+                    Some(other_first_half(p, &session, *seed)?)
+                }
+                None => None,
+            };
             let mut state = State::new(
                 Source::Real {
                     session: Arc::new(session),
@@ -68,6 +73,36 @@ pub fn lesson_state(
         }
     };
     Ok(state.with_script(steps, autoplay, speed))
+}
+
+/// A `repeat` input's second input (`compare_seed`): another T random tokens, then the
+/// first input's second copy.
+fn other_first_half(p: &Pretrained, s: &ModelSession, seed: u64) -> Result<Compare> {
+    let PretrainedInput::Repeat { t, .. } = p.input else {
+        return Err(Error::Internal(
+            "compare_seed without a repeat input passed the scene check".into(),
+        ));
+    };
+    let tok = &s.model.tokenizer;
+    let other = repeated_random(tok, s.model.config.vocab, t, seed)?;
+    let n = s.n();
+    if other.len() != n || n < t {
+        return Err(Error::Internal(format!(
+            "two repeats of {t} tokens have {} and {n} tokens",
+            other.len()
+        )));
+    }
+    let ids: Vec<u32> = other[..n - t]
+        .iter()
+        .chain(&s.ids[n - t..])
+        .copied()
+        .collect();
+    Ok(Compare {
+        text: tok.decode(&ids),
+        pieces: ids.iter().map(|&id| tok.piece(id)).collect(),
+        ids,
+        session: None,
+    })
 }
 
 /// The scene's model loaded and run on its input.

@@ -233,3 +233,48 @@ fn pretrained_keys_are_checked_without_the_model() {
     assert_eq!(iv.ablate, [(1, 2)]);
     assert!(iv.no_pe);
 }
+
+#[test]
+fn a_second_input_is_a_text_beside_text_or_a_seed_beside_repeat() {
+    let with = |extra: &str| format!("{HEAD}[pretrained]\nmodel = \"m\"\n{extra}{STEP}");
+    let e = problems(&with("text = \"a b\"\ncompare_seed = 1\n"));
+    assert!(
+        e.contains("pretrained.compare_seed") && e.contains("compare = "),
+        "{e}"
+    );
+    let e = problems(&with("repeat = 5\ncompare = \"a b\"\n"));
+    assert!(
+        e.contains("pretrained.compare") && e.contains("`repeat`"),
+        "{e}"
+    );
+    let e = problems(&with("repeat = 5\ncompare_seed = -1\n"));
+    assert!(e.contains("pretrained.compare_seed"), "{e}");
+    assert!(scene::parse("t", "t.toml", &with("repeat = 5\ncompare_seed = 3\n")).is_ok());
+}
+
+#[test]
+fn compare_seed_keeps_the_second_copy_and_draws_another_first_half() {
+    let src = format!(
+        "{HEAD}view = \"patch\"\n[pretrained]\nmodel = \"SmolLM2-135M-Instruct.Q4_1\"\nrepeat = 8\ncompare_seed = 1\n{STEP}"
+    );
+    let s = scene::parse("t", "t.toml", &src).unwrap();
+    let model = &s.pretrained().unwrap().model;
+    if find::resolve(model).is_err() {
+        eprintln!("skipped: {model} is not here (tests/data/models/fetch.sh fetches it)");
+        return;
+    }
+    let p = Headless::new(&s, &options(Lang::En), false).unwrap();
+    let st = p.state();
+    let clean = &st.source.session().unwrap().ids;
+    let corrupt = &st.compare.as_ref().expect("a second input").ids;
+    let n = clean.len();
+    assert_eq!(corrupt.len(), n);
+    assert_eq!(corrupt[n - 8..], clean[n - 8..], "the second copy is kept");
+    let first = n - 16;
+    assert_ne!(
+        corrupt[first..n - 8],
+        clean[first..n - 8],
+        "another first half"
+    );
+    assert_eq!(corrupt[..first], clean[..first], "the same start (BOS)");
+}
