@@ -510,7 +510,7 @@ fn no_zh_screen_line_starts_with_closing_punctuation() {
 #[test]
 #[ignore = "long soak: run with --ignored"]
 fn no_zh_screen_line_starts_with_closing_punctuation_on_trained_models() {
-    let budget = Budget::start("zh screens on trained models", 35);
+    let budget = Budget::start("zh screens on trained models", 20);
     let (checked, total) = zh_lines_start_well(true, Some(&budget));
     budget.report(checked, total, "screens");
 }

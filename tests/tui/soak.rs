@@ -224,7 +224,7 @@ const SHORT_STORM: usize = 20_000;
 #[ignore = "long soak: run with --ignored"]
 fn a_long_storm_of_random_actions_keeps_the_state_sound() {
     const ACTIONS: usize = 5 * SHORT_STORM;
-    let budget = Budget::start("the long storm", 30);
+    let budget = Budget::start("the long storm", 20);
     let done = storm(SHORT_STORM_SEED + 1, ACTIONS, Some(&budget));
     budget.report(done, ACTIONS, "actions");
 }
