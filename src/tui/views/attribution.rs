@@ -25,7 +25,7 @@ use crate::tui::action::Action;
 use crate::tui::component::{Hit, View};
 use crate::tui::context::Context;
 use crate::tui::view_kind::ViewKind;
-use crate::tui::views::lens::{LensKey, lens_key, token_label};
+use crate::tui::views::lens::{LensKey, first_shown, lens_key, token_label};
 use crate::widgets::text;
 
 pub struct AttributionView;
@@ -137,14 +137,6 @@ fn request(s: &ModelSession, lang: Lang) -> AttributionState {
     match (top.first(), top.get(1)) {
         (Some(&target), Some(&foil)) => AttributionState::Pending { target, foil },
         _ => AttributionState::Failed("the model gave no next-token predictions".into()),
-    }
-}
-
-fn first_shown(cur: usize, shown: usize, total: usize) -> usize {
-    if total <= shown {
-        0
-    } else {
-        cur.saturating_sub(shown / 2).min(total - shown)
     }
 }
 

@@ -155,7 +155,7 @@ pub fn percent(p: f64) -> String {
 
 /// First of `total` rows (or columns) on screen when `shown` fit: the cursor kept near
 /// the middle.
-fn first_shown(cur: usize, shown: usize, total: usize) -> usize {
+pub(crate) fn first_shown(cur: usize, shown: usize, total: usize) -> usize {
     if total <= shown {
         0
     } else {

@@ -30,7 +30,7 @@ use crate::tui::component::{Hit, View};
 use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
-use crate::tui::views::lens::token_label;
+use crate::tui::views::lens::{first_shown, token_label};
 use crate::widgets::text;
 
 pub struct PatchView;
@@ -245,14 +245,6 @@ pub(crate) fn what_in_lesson(ctx: &mut Context, what: PatchWhat) {
 /// A metric as a cell shows it: signed, two decimals.
 pub fn metric(v: f64) -> String {
     format!("{v:+.2}")
-}
-
-fn first_shown(cur: usize, shown: usize, total: usize) -> usize {
-    if total <= shown {
-        0
-    } else {
-        cur.saturating_sub(shown / 2).min(total - shown)
-    }
 }
 
 struct Grid {
