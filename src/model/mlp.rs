@@ -4,11 +4,13 @@
 //! musl's / FreeBSD's `erf`, accurate to about 1 ulp in f64), evaluated in f64 and rounded
 //! to f32, so its error is far below 1e-7.
 //!
-//! SiLU in a gated MLP (Llama's SwiGLU, d_ff values per token) runs vectorised on the
-//! kernel's SIMD tier: sigmoid from the kernel's 2^x at a non-positive argument,
-//! e = 2^(-|x| log2 e), sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) below, so no
-//! value overflows; relative error about 2e-6 against [`activate`] for |x| < 16, growing
-//! with |x| (the rounding of |x| log2 e) where silu(x) is below 1e-6 anyway (tested).
+//! SiLU and GELU's tanh form (d_ff values per token, gated or not) run vectorised on the
+//! kernel's SIMD tier, both as x sigmoid(z): SiLU with z = x, and since
+//! 0.5 (1 + tanh(u)) = sigmoid(2u), GELU-tanh with z = 2 sqrt(2/pi) (x + 0.044715 x^3).
+//! The sigmoid comes from the kernel's 2^x at a non-positive argument,
+//! e = 2^(-|z| log2 e), sigmoid(z) = 1 / (1 + e) for z >= 0 and e / (1 + e) below, so no
+//! value overflows; relative error about 2e-6 against [`activate`] for |z| < 16, growing
+//! with |z| (the rounding of |z| log2 e) where the sigmoid is below 1e-6 anyway (tested).
 
 use pulp::{Simd, WithSimd};
 
@@ -77,52 +79,98 @@ pub fn mlp_forward(
             buf.hidden.resize(n * ff, 0.0);
             buf.up.clear();
             linear(x, n, up, &mut buf.pre_act, threads)?;
-            for (h, &u) in buf.hidden.iter_mut().zip(&buf.pre_act) {
-                *h = activate(act, u);
-            }
+            activated(act, &buf.pre_act, None, &mut buf.hidden);
             linear(&buf.hidden, n, down, out, threads)
         }
     }
 }
 
-/// hidden = act(gate) * up, element by element (SiLU vectorised, other activations scalar).
+/// hidden = act(gate) * up, element by element (SiLU and GELU-tanh vectorised, exact
+/// GELU scalar).
 pub fn gated(act: Act, gate: &[f32], up: &[f32], hidden: &mut [f32]) {
-    if act == Act::Silu {
-        Tier::detect().dispatch(SiluMul { gate, up, hidden });
-        return;
-    }
-    for ((h, &g), &u) in hidden.iter_mut().zip(gate).zip(up) {
-        *h = activate(act, g) * u;
-    }
+    activated(act, gate, Some(up), hidden);
 }
 
-struct SiluMul<'a> {
+/// hidden = act(x) (* up when given), element by element.
+fn activated(act: Act, x: &[f32], up: Option<&[f32]>, hidden: &mut [f32]) {
+    let form = match act {
+        Act::Silu => SigmoidForm::Silu,
+        Act::GeluTanh => SigmoidForm::GeluTanh,
+        Act::Gelu => {
+            match up {
+                Some(up) => {
+                    for ((h, &g), &u) in hidden.iter_mut().zip(x).zip(up) {
+                        *h = activate(act, g) * u;
+                    }
+                }
+                None => {
+                    for (h, &g) in hidden.iter_mut().zip(x) {
+                        *h = activate(act, g);
+                    }
+                }
+            }
+            return;
+        }
+    };
+    Tier::detect().dispatch(SigmoidMul {
+        form,
+        gate: x,
+        up,
+        hidden,
+    });
+}
+
+/// Which activation x sigmoid(z) computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SigmoidForm {
+    /// z = x
+    Silu,
+    /// z = 2 sqrt(2/pi) (x + 0.044715 x^3)
+    GeluTanh,
+}
+
+struct SigmoidMul<'a> {
+    form: SigmoidForm,
     gate: &'a [f32],
-    up: &'a [f32],
+    up: Option<&'a [f32]>,
     hidden: &'a mut [f32],
 }
 
-impl WithSimd for SiluMul<'_> {
+impl WithSimd for SigmoidMul<'_> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: Simd>(self, s: S) {
         let lanes = S::F32_LANES;
-        let n = self.hidden.len().min(self.gate.len()).min(self.up.len());
+        let n = self
+            .hidden
+            .len()
+            .min(self.gate.len())
+            .min(self.up.map_or(usize::MAX, <[f32]>::len));
         let minus_log2e = s.splat_f32s(-std::f32::consts::LOG2_E);
         let one = s.splat_f32s(1.0);
         let zero = s.splat_f32s(0.0);
+        // 2 sqrt(2 / pi), and 0.044715 times it
+        let c1 = s.splat_f32s(1.595_769_121_605_730_7);
+        let c3 = s.splat_f32s(0.071_354_816_272_869_33);
         let mut i = 0;
         while i < n {
             let w = lanes.min(n - i);
             let g = s.partial_load_f32s(&self.gate[i..i + w]);
-            let u = s.partial_load_f32s(&self.up[i..i + w]);
-            let e = exp2(s, s.mul_f32s(s.abs_f32s(g), minus_log2e));
-            let num = s.select_f32s(s.greater_than_or_equal_f32s(g, zero), one, e);
+            let z = match self.form {
+                SigmoidForm::Silu => g,
+                SigmoidForm::GeluTanh => {
+                    let g2 = s.mul_f32s(g, g);
+                    s.mul_f32s(g, s.mul_add_f32s(c3, g2, c1))
+                }
+            };
+            let e = exp2(s, s.mul_f32s(s.abs_f32s(z), minus_log2e));
+            let num = s.select_f32s(s.greater_than_or_equal_f32s(z, zero), one, e);
             let sig = s.div_f32s(num, s.add_f32s(one, e));
-            s.partial_store_f32s(
-                &mut self.hidden[i..i + w],
-                s.mul_f32s(s.mul_f32s(g, sig), u),
-            );
+            let mut y = s.mul_f32s(g, sig);
+            if let Some(up) = self.up {
+                y = s.mul_f32s(y, s.partial_load_f32s(&up[i..i + w]));
+            }
+            s.partial_store_f32s(&mut self.hidden[i..i + w], y);
             i += w;
         }
     }
@@ -145,36 +193,69 @@ mod tests {
     }
 
     #[test]
-    fn vector_silu_matches_the_scalar_one_on_every_tier_and_odd_lengths() {
-        for tier in crate::kernel::available_tiers() {
-            for n in [1usize, 7, 16, 17, 33, 250] {
-                let gate: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.37).collect();
-                let gate: Vec<f32> = gate
-                    .iter()
-                    .chain(&[-200.0, -88.0, -20.0, 0.0, 20.0, 90.0, 200.0])
-                    .copied()
-                    .collect();
-                let up: Vec<f32> = (0..gate.len()).map(|i| 1.0 - 0.01 * i as f32).collect();
-                let mut got = vec![f32::NAN; gate.len()];
-                tier.dispatch(SiluMul {
-                    gate: &gate,
-                    up: &up,
-                    hidden: &mut got,
-                });
-                for i in 0..gate.len() {
-                    let g = gate[i] as f64;
-                    let want = g / (1.0 + (-g).exp()) * up[i] as f64;
-                    let err = (got[i] as f64 - want).abs();
-                    // Rounding |x| log2 e to f32 costs |x| 6e-8 in the exponent: the
-                    // relative error grows with |x| where silu(x) is already tiny.
-                    let rel = 2e-6 * (1.0 + g.abs() / 16.0);
-                    assert!(
-                        err <= rel * want.abs() + 1e-30,
-                        "{tier} n {n} at {i}: silu({g}) * {} = {} vs {want}",
-                        up[i],
-                        got[i]
-                    );
+    fn vector_activations_match_the_f64_ones_on_every_tier_and_odd_lengths() {
+        // sqrt(2 / pi)
+        const C: f64 = 0.797_884_560_802_865_4;
+        let sigmoid_arg = |act: Act, g: f64| match act {
+            Act::Silu => g,
+            _ => 2.0 * C * (g + 0.044715 * g * g * g),
+        };
+        for act in [Act::Silu, Act::GeluTanh] {
+            for tier in crate::kernel::available_tiers() {
+                for n in [1usize, 7, 16, 17, 33, 250] {
+                    let gate: Vec<f32> =
+                        (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.37).collect();
+                    let gate: Vec<f32> = gate
+                        .iter()
+                        .chain(&[-1e20, -200.0, -88.0, -20.0, 0.0, 20.0, 90.0, 200.0, 1e20])
+                        .copied()
+                        .collect();
+                    let up: Vec<f32> = (0..gate.len()).map(|i| 1.0 - 0.01 * i as f32).collect();
+                    for gated in [true, false] {
+                        let mut got = vec![f32::NAN; gate.len()];
+                        tier.dispatch(SigmoidMul {
+                            form: match act {
+                                Act::Silu => SigmoidForm::Silu,
+                                _ => SigmoidForm::GeluTanh,
+                            },
+                            gate: &gate,
+                            up: gated.then_some(&up[..]),
+                            hidden: &mut got,
+                        });
+                        for i in 0..gate.len() {
+                            let g = gate[i] as f64;
+                            let u = if gated { up[i] as f64 } else { 1.0 };
+                            let z = sigmoid_arg(act, g);
+                            let want = g / (1.0 + (-z).exp()) * u;
+                            let err = (got[i] as f64 - want).abs();
+                            // Rounding |z| log2 e to f32 costs |z| 6e-8 in the exponent:
+                            // the relative error grows with |z| where the sigmoid is
+                            // already tiny.
+                            let rel = 2e-6 * (1.0 + z.abs().min(1e3) / 16.0);
+                            assert!(
+                                err <= rel * want.abs() + 1e-30,
+                                "{tier} {act:?} n {n} at {i}: act({g}) * {u} = {} vs {want}",
+                                got[i]
+                            );
+                        }
+                    }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_vector_forms_agree_with_activate() {
+        for act in [Act::Silu, Act::GeluTanh, Act::Gelu] {
+            let x: Vec<f32> = (0..301).map(|i| (i as f32 - 150.0) * 0.07).collect();
+            let mut got = vec![f32::NAN; x.len()];
+            activated(act, &x, None, &mut got);
+            for (&v, &g) in x.iter().zip(&got) {
+                let want = activate(act, v);
+                assert!(
+                    (g - want).abs() <= 3e-6 * want.abs() + 1e-7,
+                    "{act:?}({v}) = {g} vs {want}"
+                );
             }
         }
     }

@@ -5,8 +5,6 @@
 //! into its final `Vec<f32>` without an intermediate copy. All multi-byte fields are
 //! little-endian; `f16` fields are IEEE half floats.
 
-use half::{bf16, f16};
-
 /// The tensor types attnviz can load (GGML type ids in GGUF tensor infos).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GgmlType {
@@ -195,70 +193,94 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
     let bb = ty.block_bytes();
     assert_eq!(out.len() % be, 0, "{} tensor size", ty.name());
     assert_eq!(src.len(), out.len() / be * bb, "{} tensor bytes", ty.name());
-    let f: fn(&[u8], &mut [f32]) = match ty {
-        GgmlType::F32 => f32_block,
-        GgmlType::F16 => f16_block,
-        GgmlType::Bf16 => bf16_block,
-        GgmlType::Q8_0 => q8_0_block,
-        GgmlType::Q4_0 => q4_0_block,
-        GgmlType::Q4_1 => q4_1_block,
-        GgmlType::Q5_0 => q5_0_block,
-        GgmlType::Q5_1 => q5_1_block,
-        GgmlType::Q2K => q2_k_block,
-        GgmlType::Q3K => q3_k_block,
-        GgmlType::Q4K => q4_k_block,
-        GgmlType::Q5K => q5_k_block,
-        GgmlType::Q6K => q6_k_block,
-        GgmlType::Iq4Nl => iq4_nl_block,
-        GgmlType::Iq4Xs => iq4_xs_block,
-    };
-    match ty {
-        // One element per "block": convert in bulk instead of one call per element.
-        GgmlType::F32 => {
-            for (o, c) in out.iter_mut().zip(src.chunks_exact(4)) {
-                *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    // The block loops compiled for the CPU's vector tier (the blocks' fixed sizes let
+    // them vectorise; a tile of a quantized product is dequantized this way).
+    crate::kernel::Tier::detect().dispatch(Dequantize { ty, src, out });
+}
+
+struct Dequantize<'a> {
+    ty: GgmlType,
+    src: &'a [u8],
+    out: &'a mut [f32],
+}
+
+impl pulp::WithSimd for Dequantize<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        let (src, out) = (self.src, self.out);
+        match self.ty {
+            // One element per "block": convert in bulk.
+            GgmlType::F32 => {
+                for (o, c) in out.iter_mut().zip(src.as_chunks::<4>().0) {
+                    *o = f32::from_le_bytes(*c);
+                }
             }
-        }
-        GgmlType::F16 => {
-            for (o, c) in out.iter_mut().zip(src.chunks_exact(2)) {
-                *o = f16::from_le_bytes([c[0], c[1]]).to_f32();
+            GgmlType::F16 => {
+                for (o, c) in out.iter_mut().zip(src.as_chunks::<2>().0) {
+                    *o = half_at(c, 0);
+                }
             }
-        }
-        GgmlType::Bf16 => {
-            for (o, c) in out.iter_mut().zip(src.chunks_exact(2)) {
-                *o = bf16::from_le_bytes([c[0], c[1]]).to_f32();
+            GgmlType::Bf16 => {
+                for (o, c) in out.iter_mut().zip(src.as_chunks::<2>().0) {
+                    *o = f32::from_bits((u16::from_le_bytes(*c) as u32) << 16);
+                }
             }
-        }
-        _ => {
-            for (o, b) in out.chunks_exact_mut(be).zip(src.chunks_exact(bb)) {
-                f(b, o);
-            }
+            GgmlType::Q8_0 => blocks::<34, 32>(src, out, q8_0_block),
+            GgmlType::Q4_0 => blocks::<18, 32>(src, out, q4_0_block),
+            GgmlType::Q4_1 => blocks::<20, 32>(src, out, q4_1_block),
+            GgmlType::Q5_0 => blocks::<22, 32>(src, out, q5_0_block),
+            GgmlType::Q5_1 => blocks::<24, 32>(src, out, q5_1_block),
+            GgmlType::Q2K => blocks::<84, QK_K>(src, out, q2_k_block),
+            GgmlType::Q3K => blocks::<110, QK_K>(src, out, q3_k_block),
+            GgmlType::Q4K => blocks::<144, QK_K>(src, out, q4_k_block),
+            GgmlType::Q5K => blocks::<176, QK_K>(src, out, q5_k_block),
+            GgmlType::Q6K => blocks::<210, QK_K>(src, out, q6_k_block),
+            GgmlType::Iq4Nl => blocks::<18, 32>(src, out, iq4_nl_block),
+            GgmlType::Iq4Xs => blocks::<136, QK_K>(src, out, iq4_xs_block),
         }
     }
 }
 
+/// Every block of `src` (BB bytes each) into BE values of `out`, through `f`.
+#[inline(always)]
+fn blocks<const BB: usize, const BE: usize>(
+    src: &[u8],
+    out: &mut [f32],
+    f: impl Fn(&[u8], &mut [f32]),
+) {
+    for (b, y) in src
+        .as_chunks::<BB>()
+        .0
+        .iter()
+        .zip(out.as_chunks_mut::<BE>().0)
+    {
+        f(&b[..], &mut y[..]);
+    }
+}
+
+/// The IEEE half at b[i..i + 2] as f32. Written out (not `half::f16::to_f32`, which
+/// checks the CPU for F16C on every call and cannot inline) so that it inlines into the
+/// block loops: the 15 bits below the sign, moved to an f32's exponent and mantissa
+/// fields, give the value times 2^-112 exactly (subnormal halves become subnormal f32s),
+/// and one multiplication by 2^112 rescales; infinities and NaNs keep their payload.
+#[inline(always)]
 fn half_at(b: &[u8], i: usize) -> f32 {
-    f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
-}
-
-// F32: one little-endian f32.
-fn f32_block(b: &[u8], y: &mut [f32]) {
-    y[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-}
-
-// F16: one IEEE half.
-fn f16_block(b: &[u8], y: &mut [f32]) {
-    y[0] = half_at(b, 0);
-}
-
-// BF16: the top 16 bits of an f32.
-fn bf16_block(b: &[u8], y: &mut [f32]) {
-    y[0] = bf16::from_le_bytes([b[0], b[1]]).to_f32();
+    let h = u16::from_le_bytes([b[i], b[i + 1]]) as u32;
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    let v = if em >= 0x7c00 {
+        f32::from_bits((em << 13) | 0x7f80_0000)
+    } else {
+        f32::from_bits(em << 13) * f32::from_bits(0x7780_0000)
+    };
+    f32::from_bits(v.to_bits() | sign)
 }
 
 // block_q8_0 (34 bytes, 32 values):
 //   f16 d; i8 qs[32];
 //   y[j] = d * qs[j]
+#[inline(always)]
 fn q8_0_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     for (j, o) in y.iter_mut().enumerate() {
@@ -270,6 +292,7 @@ fn q8_0_block(b: &[u8], y: &mut [f32]) {
 //   f16 d; u8 qs[16];
 //   y[j]      = d * ((qs[j] & 0xF) - 8)
 //   y[j + 16] = d * ((qs[j] >> 4)  - 8)      for j in 0..16
+#[inline(always)]
 fn q4_0_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let qs = &b[2..18];
@@ -283,6 +306,7 @@ fn q4_0_block(b: &[u8], y: &mut [f32]) {
 //   f16 d; f16 m; u8 qs[16];
 //   y[j]      = d * (qs[j] & 0xF) + m
 //   y[j + 16] = d * (qs[j] >> 4)  + m        for j in 0..16
+#[inline(always)]
 fn q4_1_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let m = half_at(b, 2);
@@ -297,6 +321,7 @@ fn q4_1_block(b: &[u8], y: &mut [f32]) {
 //   f16 d; u8 qh[4] (the 5th bits, one u32 little-endian: bit j for value j); u8 qs[16];
 //   y[j]      = d * (((qs[j] & 0xF) | bit(qh, j) << 4)      - 16)
 //   y[j + 16] = d * (((qs[j] >> 4)  | bit(qh, j + 16) << 4) - 16)   for j in 0..16
+#[inline(always)]
 fn q5_0_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
@@ -313,6 +338,7 @@ fn q5_0_block(b: &[u8], y: &mut [f32]) {
 //   f16 d; f16 m; u8 qh[4] (as Q5_0); u8 qs[16];
 //   y[j]      = d * ((qs[j] & 0xF) | bit(qh, j) << 4)      + m
 //   y[j + 16] = d * ((qs[j] >> 4)  | bit(qh, j + 16) << 4) + m      for j in 0..16
+#[inline(always)]
 fn q5_1_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let m = half_at(b, 2);
@@ -330,6 +356,7 @@ fn q5_1_block(b: &[u8], y: &mut [f32]) {
 /// 12 bytes: sub-blocks 0..4 keep scale and min in the low 6 bits of bytes j and j+4;
 /// sub-blocks 4..8 keep their low 4 bits in the nibbles of byte j+4 and their high 2 bits
 /// in the top bits of bytes j-4 (scale) and j (min).
+#[inline(always)]
 pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
@@ -347,6 +374,7 @@ pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
 //   half h in 0..2 covers values 128h..128h+128 with qs[32h..32h+32]; shift k in 0..4:
 //   q = (qs[32h + l] >> 2k) & 3 is value v = 128h + 32k + l (l in 0..32), sub-block v/16:
 //   y[v] = d * (scales[v/16] & 0xF) * q - dmin * (scales[v/16] >> 4)
+#[inline(always)]
 fn q2_k_block(b: &[u8], y: &mut [f32]) {
     let scales = &b[0..16];
     let qs = &b[16..80];
@@ -372,6 +400,7 @@ fn q2_k_block(b: &[u8], y: &mut [f32]) {
 /// of scale s are the low nibble of byte s (s < 8) or the high nibble of byte s - 8
 /// (s >= 8); its high 2 bits are bits 2(s/4)..2(s/4)+2 of byte 8 + s%4; the stored
 /// value is offset by 32.
+#[inline(always)]
 fn q3_k_scales(q: &[u8]) -> [i32; 16] {
     let mut out = [0i32; 16];
     for (s, o) in out.iter_mut().enumerate() {
@@ -388,6 +417,7 @@ fn q3_k_scales(q: &[u8]) -> [i32; 16] {
 //   the low 2 bits of value v sit as in Q2_K: v = 128h + 32k + l takes (qs[32h + l] >> 2k) & 3;
 //   its high bit is bit v/32 of hmask[v % 32], and a CLEAR bit subtracts 4:
 //   y[v] = d * sc[v/16] * (((qs[32h + l] >> 2k) & 3) - (bit(hmask[l], v/32) ? 0 : 4))
+#[inline(always)]
 fn q3_k_block(b: &[u8], y: &mut [f32]) {
     let hmask = &b[0..32];
     let qs = &b[32..96];
@@ -416,6 +446,7 @@ fn q3_k_block(b: &[u8], y: &mut [f32]) {
 //   chunk c in 0..4 covers values 64c..64c+64 with qs[32c..32c+32]:
 //   y[64c + l]      = d * sc_{2c}   * (qs[32c+l] & 0xF) - dmin * m_{2c}
 //   y[64c + 32 + l] = d * sc_{2c+1} * (qs[32c+l] >> 4)  - dmin * m_{2c+1}
+#[inline(always)]
 fn q4_k_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let dmin = half_at(b, 2);
@@ -439,6 +470,7 @@ fn q4_k_block(b: &[u8], y: &mut [f32]) {
 //   the 5th bit of value 64c + l is bit 2c of qh[l], of value 64c + 32 + l bit 2c+1:
 //   y[64c + l]      = d * sc_{2c}   * ((qs[32c+l] & 0xF) + 16 * bit(qh[l], 2c))   - dmin * m_{2c}
 //   y[64c + 32 + l] = d * sc_{2c+1} * ((qs[32c+l] >> 4)  + 16 * bit(qh[l], 2c+1)) - dmin * m_{2c+1}
+#[inline(always)]
 fn q5_k_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let dmin = half_at(b, 2);
@@ -469,6 +501,7 @@ fn q5_k_block(b: &[u8], y: &mut [f32]) {
 //   q1 = (L' & 0xF) | ((H >> 2) & 3) << 4,   y[128h + 32 + l] = d * sc[8h + l/16 + 2] * (q1 - 32)
 //   q2 = (L  >> 4)  | ((H >> 4) & 3) << 4,   y[128h + 64 + l] = d * sc[8h + l/16 + 4] * (q2 - 32)
 //   q3 = (L' >> 4)  | ((H >> 6) & 3) << 4,   y[128h + 96 + l] = d * sc[8h + l/16 + 6] * (q3 - 32)
+#[inline(always)]
 fn q6_k_block(b: &[u8], y: &mut [f32]) {
     let ql = &b[0..128];
     let qh = &b[128..192];
@@ -503,6 +536,7 @@ pub(crate) const KVALUES_IQ4NL: [i8; 16] = [
 //   f16 d; u8 qs[16];
 //   y[j]      = d * kvalues[qs[j] & 0xF]
 //   y[j + 16] = d * kvalues[qs[j] >> 4]      for j in 0..16
+#[inline(always)]
 fn iq4_nl_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let qs = &b[2..18];
@@ -518,6 +552,7 @@ fn iq4_nl_block(b: &[u8], y: &mut [f32]) {
 //   sub-block s: ls = (nibble s of scales_l) | ((scales_h >> 2s) & 3) << 4, dl = d * (ls - 32);
 //   y[32s + j]      = dl * kvalues[qs[16s + j] & 0xF]
 //   y[32s + 16 + j] = dl * kvalues[qs[16s + j] >> 4]     for j in 0..16
+#[inline(always)]
 fn iq4_xs_block(b: &[u8], y: &mut [f32]) {
     let d = half_at(b, 0);
     let scales_h = u16::from_le_bytes([b[2], b[3]]);

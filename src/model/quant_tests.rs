@@ -5,6 +5,7 @@
 //! blocks (`tests/data/quant/`, made by `make_fixtures.py` there).
 
 use super::*;
+use half::f16;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -341,4 +342,16 @@ fn every_type_matches_gguf_py_bit_for_bit() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn half_at_converts_every_half_as_the_half_crate_does() {
+    for bits in 0..=u16::MAX {
+        let want = half::f16::from_bits(bits).to_f32();
+        let got = super::half_at(&bits.to_le_bytes(), 0);
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "{bits:#06x}: {got} vs {want}"
+        );
+    }
 }
