@@ -150,8 +150,8 @@ impl WithSimd for SigmoidMul<'_> {
         let one = s.splat_f32s(1.0);
         let zero = s.splat_f32s(0.0);
         // 2 sqrt(2 / pi), and 0.044715 times it
-        let c1 = s.splat_f32s(1.595_769_1);
-        let c3 = s.splat_f32s(0.071_354_82);
+        let c1 = s.splat_f32s(1.595_769_121_605_730_7_f64 as f32);
+        let c3 = s.splat_f32s(0.071_354_816_272_869_33_f64 as f32);
         let mut i = 0;
         while i < n {
             let w = lanes.min(n - i);
