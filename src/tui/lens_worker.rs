@@ -12,9 +12,9 @@
 //! shows a progress line and Esc stops it. Headless drivers (recordings, tests) compute
 //! them in place with [`run_pending`]. The state changes only through `update`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -281,7 +281,7 @@ fn compute(job: &Job, progress: &Progress) -> Action {
             data: Shared(Arc::new(position::compute(&job.session))),
         }),
         What::Patch { corrupt, what, .. } => {
-            let (compare, outcome) = sweep(job, corrupt, *what, progress);
+            let (compare, outcome) = remembered_sweep(job, corrupt, *what, progress);
             Action::Patch(Box::new(PatchReport {
                 key: (job.key.model, ids.clone(), corrupt.clone(), *what),
                 compare: compare.map(Shared),
@@ -298,6 +298,67 @@ fn compute(job: &Job, progress: &Progress) -> Action {
             }))
         }
     }
+}
+
+/// A finished sweep: the second text's run and the outcome.
+type Swept = (Arc<ModelSession>, Arc<PatchOutcome>);
+
+/// A sweep's inputs: the model (its address among the loaded ones, which live as long as
+/// the process), the first text's ids, the second's, and the sites.
+type SweepKey = (usize, Vec<u32>, Vec<u32>, PatchWhat);
+
+/// Sweeps this process finished, newest last, at most [`SWEEPS_KEPT`]: going back to a
+/// kind of site, or a lesson's patch step played again (each still of a recording, a
+/// second language), shows the result at once instead of running every site again. A
+/// sweep keeps the second text's run and the top tokens of every site: a few MB on a
+/// 100-token text. Each key has its own lock, so a second job for the same sweep waits
+/// for the first instead of running it too.
+type SweepMemo = Vec<(SweepKey, Arc<Mutex<Option<Swept>>>)>;
+static SWEEPS: Mutex<SweepMemo> = Mutex::new(Vec::new());
+const SWEEPS_KEPT: usize = 4;
+
+/// [`sweep`], or its result from [`SWEEPS`]. A stopped or failed sweep is not kept.
+#[allow(clippy::type_complexity)]
+fn remembered_sweep(
+    job: &Job,
+    corrupt: &[u32],
+    what: PatchWhat,
+    progress: &Progress,
+) -> (Option<Arc<ModelSession>>, Result<Arc<PatchOutcome>, String>) {
+    let key: SweepKey = (
+        Arc::as_ptr(&job.model) as usize,
+        job.session.ids.clone(),
+        corrupt.to_vec(),
+        what,
+    );
+    let cell = {
+        let mut memo = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
+        match memo.iter().position(|(k, _)| *k == key) {
+            Some(i) => {
+                let entry = memo.remove(i);
+                let cell = entry.1.clone();
+                memo.push(entry);
+                cell
+            }
+            None => {
+                if memo.len() >= SWEEPS_KEPT {
+                    memo.remove(0);
+                }
+                let cell = Arc::new(Mutex::new(None));
+                memo.push((key, cell.clone()));
+                cell
+            }
+        }
+    };
+    let mut slot = cell.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((compare, outcome)) = slot.as_ref() {
+        return (Some(compare.clone()), Ok(outcome.clone()));
+    }
+    let (compare, outcome) = sweep(job, corrupt, what, progress);
+    if let (Some(c), Ok(o)) = (&compare, &outcome) {
+        *slot = Some((c.clone(), o.clone()));
+    }
+    (compare, outcome)
 }
 
 /// The patch view's sweep: the second text's run (its top-1 is the foil, unless it is the

@@ -935,4 +935,28 @@ fn induction_circuit_quotes_composition_and_ablation_of_the_model_at_play_time()
     let t = screen(&mut p);
     assert!(t.contains(&format!("induction {after:.2}")), "{t}");
     assert!(t.contains(&format!("loss {l0:.3} -> {l1:.3}")), "{t}");
+    // Step 5: patching each head's output from the repeat into the input with another
+    // first half: the previous-token head restores the most of any head.
+    use attnviz::tui::views::patch::{PatchState, lab};
+    let mut p = at(&s, 4);
+    let o = match &lab(p.state()).expect("a lab").state {
+        PatchState::Ready(o) => o.clone(),
+        other => panic!("the sweep is not ready: {other:?}"),
+    };
+    let rows = &o.result.rows;
+    let best = (0..rows.len())
+        .flat_map(|l| (0..rows[l].len()).map(move |h| (l, h)))
+        .max_by(|a, b| rows[a.0][a.1].total_cmp(&rows[b.0][b.1]))
+        .unwrap();
+    assert_eq!(best, prev);
+    let restored = format!("{:.3}", rows[prev.0][prev.1]);
+    both_say(&s, 5, &["L17 h1".to_string(), restored.clone()]);
+    let t = screen(&mut p);
+    assert!(
+        t.contains("layer 17 · head 1") && t.contains(&format!("head 1: {restored}")),
+        "{t}"
+    );
+    // Step 6: back on the model view, on the induction head.
+    let mut p = at(&s, 5);
+    assert!(screen(&mut p).contains("layer 19/30 · head 7/9"));
 }
