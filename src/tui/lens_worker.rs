@@ -300,24 +300,23 @@ fn compute(job: &Job, progress: &Progress) -> Action {
     }
 }
 
-/// A finished sweep: the second text's run and the outcome.
-type Swept = (Arc<ModelSession>, Arc<PatchOutcome>);
-
-/// A sweep's inputs: the model (its address among the loaded ones, which live as long as
-/// the process), the first text's ids, the second's, and the sites.
-type SweepKey = (usize, Vec<u32>, Vec<u32>, PatchWhat);
+/// A sweep's inputs: the model (held, and compared by address: a model dropped and
+/// another loaded at its address cannot match), the first text's ids, the second's, and
+/// the sites.
+type SweepKey = (Arc<LoadedModel>, Vec<u32>, Vec<u32>, PatchWhat);
 
 /// Sweeps this process finished, newest last, at most [`SWEEPS_KEPT`]: going back to a
 /// kind of site, or a lesson's patch step played again (each still of a recording, a
-/// second language), shows the result at once instead of running every site again. A
-/// sweep keeps the second text's run and the top tokens of every site: a few MB on a
-/// 100-token text. Each key has its own lock, so a second job for the same sweep waits
-/// for the first instead of running it too.
-type SweepMemo = Vec<(SweepKey, Arc<Mutex<Option<Swept>>>)>;
+/// second language), shows the result at once instead of running every site again; only
+/// the second text's run (one forward pass) is made again. A sweep's outcome is its
+/// metric and top tokens per site: at most about 3 MB (SmolLM2's residual stream on
+/// 1,024 tokens). Each key has its own lock, so a second job for the same sweep waits for
+/// the first instead of running it too.
+type SweepMemo = Vec<(SweepKey, Arc<Mutex<Option<Arc<PatchOutcome>>>>)>;
 static SWEEPS: Mutex<SweepMemo> = Mutex::new(Vec::new());
-const SWEEPS_KEPT: usize = 4;
+const SWEEPS_KEPT: usize = 16;
 
-/// [`sweep`], or its result from [`SWEEPS`]. A stopped or failed sweep is not kept.
+/// [`sweep`], or its outcome from [`SWEEPS`]. A stopped or failed sweep is not kept.
 #[allow(clippy::type_complexity)]
 fn remembered_sweep(
     job: &Job,
@@ -326,14 +325,16 @@ fn remembered_sweep(
     progress: &Progress,
 ) -> (Option<Arc<ModelSession>>, Result<Arc<PatchOutcome>, String>) {
     let key: SweepKey = (
-        Arc::as_ptr(&job.model) as usize,
+        job.model.clone(),
         job.session.ids.clone(),
         corrupt.to_vec(),
         what,
     );
+    let same =
+        |k: &SweepKey| Arc::ptr_eq(&k.0, &key.0) && k.1 == key.1 && k.2 == key.2 && k.3 == key.3;
     let cell = {
         let mut memo = SWEEPS.lock().unwrap_or_else(|e| e.into_inner());
-        match memo.iter().position(|(k, _)| *k == key) {
+        match memo.iter().position(|(k, _)| same(k)) {
             Some(i) => {
                 let entry = memo.remove(i);
                 let cell = entry.1.clone();
@@ -351,14 +352,24 @@ fn remembered_sweep(
         }
     };
     let mut slot = cell.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((compare, outcome)) = slot.as_ref() {
-        return (Some(compare.clone()), Ok(outcome.clone()));
+    if let Some(outcome) = slot.as_ref() {
+        return match second_run(&job.model, corrupt) {
+            Ok(compare) => (Some(compare), Ok(outcome.clone())),
+            Err(e) => (None, Err(e)),
+        };
     }
     let (compare, outcome) = sweep(job, corrupt, what, progress);
-    if let (Some(c), Ok(o)) = (&compare, &outcome) {
-        *slot = Some((c.clone(), o.clone()));
+    if let Ok(o) = &outcome {
+        *slot = Some(o.clone());
     }
     (compare, outcome)
+}
+
+/// The second text's run.
+fn second_run(m: &Arc<LoadedModel>, corrupt: &[u32]) -> Result<Arc<ModelSession>, String> {
+    ModelSession::from_shared(m.clone(), corrupt.to_vec(), ForwardOptions::default())
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
 }
 
 /// The patch view's sweep: the second text's run (its top-1 is the foil, unless it is the
@@ -373,11 +384,10 @@ fn sweep(
 ) -> (Option<Arc<ModelSession>>, Result<Arc<PatchOutcome>, String>) {
     let m = &job.model;
     let s = &job.session;
-    let compare =
-        match ModelSession::from_shared(m.clone(), corrupt.to_vec(), ForwardOptions::default()) {
-            Ok(c) => Arc::new(c),
-            Err(e) => return (None, Err(e.to_string())),
-        };
+    let compare = match second_run(m, corrupt) {
+        Ok(c) => c,
+        Err(e) => return (None, Err(e)),
+    };
     let own = s.baseline.as_ref().map_or(&s.top_next, |b| &b.top_next);
     let (Some(&target), Some(&second)) = (own.first(), own.get(1)) else {
         return (

@@ -285,3 +285,25 @@ fn x_in_the_model_view_draws_the_second_runs_maps_and_the_difference() {
     key(&mut s, KeyCode::Char('x'));
     assert!(s.status.as_ref().unwrap().text.contains("--compare TEXT"));
 }
+
+#[test]
+fn a_kind_of_site_gone_back_to_shows_the_sweep_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = app(&dir, Some(OTHER), 120, 40);
+    let first = outcome(&s);
+    assert_eq!(first.result.what, PatchWhat::Resid);
+    for _ in 0..PatchWhat::ALL.len() {
+        key(&mut s, KeyCode::Char('p'));
+        assert_ne!(outcome(&s).result.what, PatchWhat::Resid);
+        if outcome(&s).result.what == PatchWhat::MlpOut {
+            break;
+        }
+    }
+    key(&mut s, KeyCode::Char('p'));
+    // The same sweep, kept: not run again.
+    assert!(std::sync::Arc::ptr_eq(&outcome(&s), &first));
+    // Another model with the same texts is not served that sweep.
+    let dir2 = tempfile::tempdir().unwrap();
+    let other = app(&dir2, Some(OTHER), 120, 40);
+    assert!(!std::sync::Arc::ptr_eq(&outcome(&other), &first));
+}
