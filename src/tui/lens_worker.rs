@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::cli::Lang;
 use crate::kernel::default_threads;
 use crate::model::attribution::attribute;
 use crate::model::composition::composition_scores;
@@ -494,40 +495,74 @@ fn stopped(key: &LensKey, what: &What) -> Action {
     }
 }
 
-/// The progress line of a running job (`heads`: of the model, for the head scores).
-fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64) -> String {
-    match what {
-        What::Decode { .. } => format!(
-            "decoding after the {tokens}-token text: {done} of up to {APP_NEW_TOKENS} tokens · {secs:.1} s · Esc stops"
+/// The progress line of a running job (`heads`: of the model, for the head scores), in
+/// the app's language.
+fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64, lang: Lang) -> String {
+    let zh = lang == Lang::Zh;
+    let stops = if zh { "Esc 停止" } else { "Esc stops" };
+    let body = match (what, zh) {
+        (What::Decode { .. }, false) => format!(
+            "decoding after the {tokens}-token text: {done} of up to {APP_NEW_TOKENS} tokens"
         ),
-        What::Rerun {
-            options,
-            contributions,
-            ..
-        } => format!(
-            "running the model again on {tokens} tokens{} ({}) · {secs:.1} s · Esc stops",
+        (What::Decode { .. }, true) => {
+            format!("在 {tokens} 个词元的文本之后解码：{done} / 最多 {APP_NEW_TOKENS} 个词元")
+        }
+        (
+            What::Rerun {
+                options,
+                contributions,
+                ..
+            },
+            false,
+        ) => format!(
+            "running the model again on {tokens} tokens{} ({})",
             if *contributions {
                 " to keep every head's contributions"
             } else {
                 ""
             },
-            interventions(options),
+            interventions(options, lang),
         ),
-        What::HeadScores { measure, .. } => format!(
-            "scoring every head's {} on {tokens} tokens: {done} of {heads} heads · {secs:.1} s · Esc stops",
+        (
+            What::Rerun {
+                options,
+                contributions,
+                ..
+            },
+            true,
+        ) => format!(
+            "在 {tokens} 个词元上重新运行模型{}（{}）",
+            if *contributions {
+                "，保留每个头的贡献"
+            } else {
+                ""
+            },
+            interventions(options, lang),
+        ),
+        (What::HeadScores { measure, .. }, false) => format!(
+            "scoring every head's {} on {tokens} tokens: {done} of {heads} heads",
             match measure {
                 Measure::Weights => "weights",
                 Measure::Contributions => "contributions",
             }
         ),
-        What::Rollout { .. } => format!(
-            "rolling attention out through every layer on {tokens} tokens · {secs:.1} s · Esc stops"
+        (What::HeadScores { measure, .. }, true) => format!(
+            "在 {tokens} 个词元上为每个头的{}打分：{done} / {heads} 个头",
+            match measure {
+                Measure::Weights => "权重",
+                Measure::Contributions => "贡献",
+            }
         ),
-        What::Position { .. } => format!(
-            "reading the model's position encoding for {tokens} tokens · {secs:.1} s · Esc stops"
-        ),
-        What::Patch { what, sites, .. } => format!(
-            "patching {} between the two {tokens}-token texts: {done} of {sites} sites · {secs:.1} s · Esc stops",
+        (What::Rollout { .. }, false) => {
+            format!("rolling attention out through every layer on {tokens} tokens")
+        }
+        (What::Rollout { .. }, true) => format!("在 {tokens} 个词元上逐层展开注意力"),
+        (What::Position { .. }, false) => {
+            format!("reading the model's position encoding for {tokens} tokens")
+        }
+        (What::Position { .. }, true) => format!("读取模型对 {tokens} 个词元的位置编码"),
+        (What::Patch { what, sites, .. }, false) => format!(
+            "patching {} between the two {tokens}-token texts: {done} of {sites} sites",
             match what {
                 PatchWhat::Resid => "the residual stream",
                 PatchWhat::Heads => "each head's output",
@@ -535,31 +570,55 @@ fn line(what: &What, tokens: usize, heads: usize, done: usize, secs: f64) -> Str
                 PatchWhat::MlpOut => "the MLP outputs",
             }
         ),
-        What::Lens { .. } | What::Attribution { .. } | What::Composition => String::new(),
-    }
+        (What::Patch { what, sites, .. }, true) => format!(
+            "在两段 {tokens} 个词元的文本之间修补{}：{done} / {sites} 个位置",
+            match what {
+                PatchWhat::Resid => "残差流",
+                PatchWhat::Heads => "每个头的输出",
+                PatchWhat::AttnOut => "注意力输出",
+                PatchWhat::MlpOut => "MLP 输出",
+            }
+        ),
+        (What::Lens { .. } | What::Attribution { .. } | What::Composition, _) => {
+            return String::new();
+        }
+    };
+    format!("{body} · {secs:.1} s · {stops}")
 }
 
 /// What a run changes, for its progress line: "2 heads ablated, mask window:6,1".
-fn interventions(o: &ForwardOptions) -> String {
+fn interventions(o: &ForwardOptions, lang: Lang) -> String {
+    let zh = lang == Lang::Zh;
     let mut parts = Vec::new();
-    match o.ablate.len() {
-        0 => {}
-        1 => parts.push("1 head ablated".to_string()),
-        n => parts.push(format!("{n} heads ablated")),
+    match (o.ablate.len(), zh) {
+        (0, _) => {}
+        (1, false) => parts.push("1 head ablated".to_string()),
+        (n, false) => parts.push(format!("{n} heads ablated")),
+        (n, true) => parts.push(format!("置零 {n} 个头")),
     }
     if let Some(m) = &o.mask {
-        parts.push(format!("mask {m}"));
+        parts.push(format!("{} {m}", if zh { "掩码" } else { "mask" }));
     }
     if let Some(b) = o.rope_base {
-        parts.push(format!("RoPE base {b}"));
+        parts.push(format!(
+            "{} {b}",
+            if zh { "RoPE 基数" } else { "RoPE base" }
+        ));
     }
     if o.no_pe {
-        parts.push("no position encoding".to_string());
+        parts.push(
+            if zh {
+                "无位置编码"
+            } else {
+                "no position encoding"
+            }
+            .to_string(),
+        );
     }
     if parts.is_empty() {
-        "as it was".to_string()
+        if zh { "保持原样" } else { "as it was" }.to_string()
     } else {
-        parts.join(", ")
+        parts.join(if zh { "，" } else { ", " })
     }
 }
 
@@ -650,6 +709,7 @@ impl Driver {
             update(state, a);
         }
         // One line: a run of the model or a decoding before what a view derives.
+        let lang = state.ctx.options.lang;
         let shown = self
             .running
             .iter()
@@ -658,7 +718,7 @@ impl Driver {
             .map(|r| {
                 let secs = r.started.elapsed().as_secs_f64();
                 let done = r.progress.done.load(Ordering::Relaxed);
-                line(&r.what, r.key.ids.len(), r.heads, done, secs)
+                line(&r.what, r.key.ids.len(), r.heads, done, secs, lang)
             });
         if shown != self.shown {
             self.shown = shown.clone();
@@ -690,5 +750,58 @@ pub fn lens(state: &State) -> Option<Arc<TextLens>> {
     match &lens::lab(state)?.state {
         lens::LensState::Ready(l) => Some(l.clone()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_speak_the_apps_language() {
+        let options = ForwardOptions {
+            ablate: vec![(1, 2), (3, 4)],
+            ..ForwardOptions::default()
+        };
+        let jobs = [
+            What::Decode { key: String::new() },
+            What::Rerun {
+                base: String::new(),
+                options,
+                contributions: true,
+                layer: 0,
+            },
+            What::HeadScores {
+                session: 0,
+                measure: Measure::Contributions,
+            },
+            What::Rollout {
+                session: 0,
+                measure: Measure::Weights,
+            },
+            What::Position { key: String::new() },
+            What::Patch {
+                corrupt: vec![1, 2],
+                what: PatchWhat::Heads,
+                sites: 270,
+            },
+        ];
+        for what in &jobs {
+            let en = line(what, 100, 270, 117, 8.5, Lang::En);
+            let zh = line(what, 100, 270, 117, 8.5, Lang::Zh);
+            assert!(
+                en.ends_with("8.5 s · Esc stops") && en.contains("100"),
+                "{en}"
+            );
+            assert!(
+                zh.ends_with("8.5 s · Esc 停止") && zh.contains("100"),
+                "{zh}"
+            );
+            let english = ["token", "head", "model", "sites", "ablated", "the "];
+            assert!(!english.iter().any(|w| zh.contains(w)), "{zh}");
+        }
+        let zh = line(&jobs[1], 100, 270, 0, 1.0, Lang::Zh);
+        assert!(zh.contains("置零 2 个头"), "{zh}");
+        assert_eq!(line(&What::Composition, 1, 1, 0, 0.0, Lang::Zh), "");
     }
 }
