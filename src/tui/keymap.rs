@@ -514,20 +514,21 @@ pub fn action_for(state: &State, key: &KeyEvent) -> Option<Action> {
             _ => None,
         }),
         Overlay::Help { .. } => lookup(HELP_BINDINGS, state, key),
-        // Esc stops the model running again or decoding, while it works.
+        // Esc stops the model running again, a decoding or a view's sweep while it works.
         Overlay::None if key.code == KeyCode::Esc && working(state) => Some(Action::CancelWork),
         Overlay::None => lookup(views::current(state).commands(), state, key)
             .or_else(|| lookup(BINDINGS, state, key)),
     }
 }
 
-/// Does the app wait for the model running again, a decoding, or what the model or
-/// position view derive from the model (which Esc stops)?
+/// Does the app wait for the model running again, a decoding, what the model or
+/// position view derive from the model, or the patch view's sweep (which Esc stops)?
 pub fn working(state: &State) -> bool {
     state.rerun.is_some()
         || views::decode::real::wanted(state).is_some()
         || views::model::wanted(state).is_some()
         || views::position::real::wanted(state).is_some()
+        || views::patch::wanted(state).is_some()
 }
 
 /// Key label of a binding: all its keys joined by '/', arrows merged.

@@ -307,3 +307,31 @@ fn a_kind_of_site_gone_back_to_shows_the_sweep_it_had() {
     let other = app(&dir2, Some(OTHER), 120, 40);
     assert!(!std::sync::Arc::ptr_eq(&outcome(&other), &first));
 }
+
+#[test]
+fn esc_stops_a_running_sweep_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = AppOptions::headless(Lang::En, None, false, "");
+    let mut s = with_compare(model_state(&model(&dir), Some(TEXT), opts).unwrap(), OTHER).unwrap();
+    update(
+        &mut s,
+        Action::Resize {
+            cols: 120,
+            rows: 40,
+        },
+    );
+    update(&mut s, Action::SetView(ViewKind::Patch));
+    // The sweep waits for the worker: Esc is the stop key now, not a view's key.
+    assert_eq!(lab(&s).unwrap().state, PatchState::Pending);
+    let esc = action_for(&s, &KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    assert_eq!(esc, Some(Action::CancelWork));
+    update(&mut s, Action::CancelWork);
+    match &lab(&s).unwrap().state {
+        PatchState::Failed(e) => assert!(e.contains("stopped (Esc)"), "{e}"),
+        other => panic!("not stopped: {other:?}"),
+    }
+    // Nothing waits any more, and p runs it again.
+    assert!(!lens_worker::run_pending(&mut s));
+    key(&mut s, KeyCode::Char('p'));
+    assert!(matches!(lab(&s).unwrap().state, PatchState::Ready(_)));
+}
