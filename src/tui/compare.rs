@@ -1,8 +1,41 @@
 //! The second text of a real model's session (`--compare`, `e` in the patch view): its
-//! tokens, checked to be as many as the first text's, before anything runs on it.
+//! tokens, checked to be as many as the first text's, before anything runs on it; and
+//! which run the model and tokens views show (`x`).
 
 use crate::model::session::ModelSession;
-use crate::tui::context::Compare;
+use crate::tui::context::{Compare, Context, StatusKind};
+
+/// Which run a view shows when there is a second text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Side {
+    #[default]
+    First,
+    Second,
+    /// The first run's weights minus the second's.
+    Diff,
+}
+
+/// The second text's run, once made.
+pub fn second(ctx: &Context) -> Option<&ModelSession> {
+    ctx.compare.as_ref()?.session.as_deref()
+}
+
+/// The side after `side` (`x`): first, second, their difference. Without a second run,
+/// None, and the status line says how to give one.
+pub fn next_side(ctx: &mut Context, side: Side) -> Option<Side> {
+    if second(ctx).is_none() {
+        ctx.set_status(
+            StatusKind::Warn,
+            "no second text: open with --compare TEXT (as many tokens), or type one with e in the patch view",
+        );
+        return None;
+    }
+    Some(match side {
+        Side::First => Side::Second,
+        Side::Second => Side::Diff,
+        Side::Diff => Side::First,
+    })
+}
 
 /// A second text for a session: tokenized with its model's tokenizer, as many tokens as
 /// the session's text, or why not (both counts and pieces).

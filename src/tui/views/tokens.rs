@@ -17,6 +17,7 @@ use ratatui::widgets::Widget;
 
 use crate::model::session::{Measure, ModelSession};
 use crate::tui::action::Action;
+use crate::tui::compare::{Side, next_side, second};
 use crate::tui::component::{Hit, View};
 use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
@@ -63,16 +64,6 @@ static KEYS: &[Binding] = &[
     },
 ];
 
-/// Which run the view shows when there is a second text.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Side {
-    #[default]
-    First,
-    Second,
-    /// The first run's weights minus the second's.
-    Diff,
-}
-
 /// The view's own settings: do the bars show the mean over heads, do cells and bars show
 /// the contributions, which run?
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,11 +71,6 @@ struct TokensLab {
     mean: bool,
     contrib: bool,
     side: Side,
-}
-
-/// The run of the second text, once made.
-fn second(ctx: &Context) -> Option<&ModelSession> {
-    ctx.compare.as_ref()?.session.as_deref()
 }
 
 /// What the view shows now: a side that needs the second run falls back to the first.
@@ -182,20 +168,10 @@ impl View for TokensView {
         let mut l = settings(ctx);
         match action {
             Action::ViewCommand(CMD_MEAN) => l.mean = !l.mean,
-            Action::ViewCommand(CMD_SIDE) => {
-                if second(ctx).is_none() {
-                    ctx.set_status(
-                        crate::tui::context::StatusKind::Warn,
-                        "no second text: open with --compare TEXT (as many tokens), or type one with e in the patch view",
-                    );
-                    return;
-                }
-                l.side = match l.side {
-                    Side::First => Side::Second,
-                    Side::Second => Side::Diff,
-                    Side::Diff => Side::First,
-                };
-            }
+            Action::ViewCommand(CMD_SIDE) => match next_side(ctx, l.side) {
+                Some(side) => l.side = side,
+                None => return,
+            },
             Action::ViewCommand(CMD_CONTRIB) => {
                 l.contrib = !l.contrib;
                 if l.contrib

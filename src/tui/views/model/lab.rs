@@ -96,7 +96,7 @@ pub struct ModelLab {
     pub stopped: bool,
     /// `x` with a second text: the maps of the first text, of the second, or their
     /// difference.
-    pub side: crate::tui::views::tokens::Side,
+    pub side: crate::tui::compare::Side,
 }
 
 /// The composition scores of the session's model (from its weights alone, so they

@@ -38,12 +38,12 @@ use ratatui::widgets::Widget;
 use crate::model::session::{Measure, ModelSession};
 use crate::scene::ModelShow;
 use crate::tui::action::{Action, DerivedReport};
+use crate::tui::compare::{Side, next_side, second};
 use crate::tui::component::{Hit, View};
 use crate::tui::context::{Context, Request};
 use crate::tui::keys::{Binding, Group, KeyPat, When};
 use crate::tui::view_kind::ViewKind;
 use crate::tui::views::contrib;
-use crate::tui::views::tokens::Side;
 use crate::widgets::text;
 
 pub struct ModelView;
@@ -189,11 +189,6 @@ static KEYS: &[Binding] = &[
         when: When::Always,
     },
 ];
-
-/// The second text's run, once made.
-fn second(ctx: &Context) -> Option<&ModelSession> {
-    ctx.compare.as_ref()?.session.as_deref()
-}
 
 /// Which run the maps show (the first when there is no second).
 fn side(ctx: &Context) -> Side {
@@ -371,19 +366,11 @@ impl View for ModelView {
                 }
             }
             Action::ViewCommand(CMD_SIDE) => {
-                if second(ctx).is_none() {
-                    ctx.set_status(
-                        crate::tui::context::StatusKind::Warn,
-                        "no second text: open with --compare TEXT (as many tokens), or type one with e in the patch view",
-                    );
-                    return;
-                }
-                if let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model) {
-                    l.side = match l.side {
-                        Side::First => Side::Second,
-                        Side::Second => Side::Diff,
-                        Side::Diff => Side::First,
-                    };
+                let side = lab(ctx).map_or(Side::First, |l| l.side);
+                if let Some(next) = next_side(ctx, side)
+                    && let Some(l) = ctx.views.get_mut::<ModelLab>(ViewKind::Model)
+                {
+                    l.side = next;
                 }
             }
             Action::ViewCommand(CMD_WRITERS) => {
