@@ -135,14 +135,16 @@ pub fn render(
     let id = (shown as *const _ as usize)
         ^ other.map_or(0, |o| (o as *const _ as usize).rotate_left(17));
     let key = |layer: usize, h: usize| (id, layer, h, g.per_cell, how);
-    // Row i of the map drawn: the weights, or the first run's minus the second's.
-    let fill = |layer: usize, h: usize, i: usize, row: &mut [f32]| {
+    // Row i of the map drawn: the weights, or the first run's minus the second's (the
+    // second's row read into `b`, one buffer per map).
+    let fill = |layer: usize, h: usize, i: usize, row: &mut [f32], b: &mut Vec<f32>| {
         let len = shown.row_prefix_into(layer, h, i, row);
         let Some(o) = other else {
             return len;
         };
-        let mut b = vec![0.0f32; row.len()];
-        let lb = o.row_prefix_into(layer, h, i, &mut b);
+        b.clear();
+        b.resize(row.len(), 0.0);
+        let lb = o.row_prefix_into(layer, h, i, b);
         let len = len.max(lb);
         for (a, b) in row[..len].iter_mut().zip(&b[..len]) {
             *a -= b;
@@ -159,8 +161,9 @@ pub fn render(
         .map(|(layer, h)| key(layer, h))
         .collect();
     ctx.cache.fill_maps(&visible, |&(_, layer, h, _, _)| {
+        let mut b = Vec::new();
         pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
-            fill(layer, h, i, row)
+            fill(layer, h, i, row, &mut b)
         })
     });
     for layer in g.first_layer..g.first_layer + g.rows {
@@ -189,8 +192,9 @@ pub fn render(
                 break;
             }
             let values = ctx.cache.map(key(layer, h), || {
+                let mut b = Vec::new();
                 pool_rows(n, n, &vp, g.cells, g.cells, how, |i, row| {
-                    fill(layer, h, i, row)
+                    fill(layer, h, i, row, &mut b)
                 })
             });
             (&MiniMap {
