@@ -2,8 +2,19 @@
 //! tokens, checked to be as many as the first text's, before anything runs on it; and
 //! which run the model and tokens views show (`x`).
 
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::model::forward::ForwardOptions;
+use crate::model::load::LoadedModel;
 use crate::model::session::ModelSession;
 use crate::tui::context::{Compare, Context, StatusKind};
+
+/// The second text's run: the model as it is (no ablation, mask or position change) on
+/// its ids.
+pub fn second_run(model: &Arc<LoadedModel>, ids: &[u32]) -> Result<Arc<ModelSession>> {
+    ModelSession::from_shared(model.clone(), ids.to_vec(), ForwardOptions::default()).map(Arc::new)
+}
 
 /// Which run a view shows when there is a second text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

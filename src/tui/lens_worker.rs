@@ -33,6 +33,7 @@ use crate::tui::action::{
     Action, AttributionReport, CompositionReport, DerivedReport, LensReport, PatchOutcome,
     PatchReport, Shared, WorkReport,
 };
+use crate::tui::compare::second_run;
 use crate::tui::state::{Source, State};
 use crate::tui::update::update;
 use crate::tui::views::attribution;
@@ -354,7 +355,7 @@ fn remembered_sweep(
     };
     let mut slot = cell.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(outcome) = slot.as_ref() {
-        return match second_run(&job.model, corrupt) {
+        return match second_run(&job.model, corrupt).map_err(|e| e.to_string()) {
             Ok(compare) => (Some(compare), Ok(outcome.clone())),
             Err(e) => (None, Err(e)),
         };
@@ -364,13 +365,6 @@ fn remembered_sweep(
         *slot = Some(o.clone());
     }
     (compare, outcome)
-}
-
-/// The second text's run.
-fn second_run(m: &Arc<LoadedModel>, corrupt: &[u32]) -> Result<Arc<ModelSession>, String> {
-    ModelSession::from_shared(m.clone(), corrupt.to_vec(), ForwardOptions::default())
-        .map(Arc::new)
-        .map_err(|e| e.to_string())
 }
 
 /// The patch view's sweep: the second text's run (its top-1 is the foil, unless it is the
@@ -385,7 +379,7 @@ fn sweep(
 ) -> (Option<Arc<ModelSession>>, Result<Arc<PatchOutcome>, String>) {
     let m = &job.model;
     let s = &job.session;
-    let compare = match second_run(m, corrupt) {
+    let compare = match second_run(m, corrupt).map_err(|e| e.to_string()) {
         Ok(c) => c,
         Err(e) => return (None, Err(e)),
     };

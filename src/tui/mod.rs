@@ -222,12 +222,7 @@ pub fn with_compare(mut state: State, text: &str) -> Result<State> {
     let mut compare =
         compare::compare_of(s, text).map_err(|e| Error::usage(format!("--compare: {e}")))?;
     // Run before the terminal opens, as the first text was: the tokens view shows it.
-    let run = crate::model::session::ModelSession::from_shared(
-        s.model.clone(),
-        compare.ids.clone(),
-        crate::model::forward::ForwardOptions::default(),
-    )?;
-    compare.session = Some(std::sync::Arc::new(run));
+    compare.session = Some(compare::second_run(&s.model, &compare.ids)?);
     state.compare = Some(compare);
     Ok(state)
 }
