@@ -13,7 +13,7 @@ use crate::model::block::{Buffers, Keys, LayerOpts, block_forward};
 use crate::model::cache::KvCache;
 use crate::model::config::ModelConfig;
 use crate::model::forward::{ForwardOptions, Prepared, embed, final_hidden, lm_head};
-use crate::model::predict::{TopToken, log_sum_exp, top_k};
+use crate::model::predict::{TopToken, argmax, log_sum_exp, top_k};
 use crate::model::weights::Weights;
 
 /// The error of a step whose logits are NaN or infinite (a token picked from them would
@@ -325,7 +325,7 @@ pub fn generate(
 /// softmax(logits / T) restricted to the top k.
 pub fn pick(logits: &[f32], opts: &GenerateOptions, rng: &mut ChaCha8Rng) -> u32 {
     if opts.temperature == 0.0 {
-        return top_k(logits, 1)[0].id;
+        return argmax(logits).unwrap_or(0);
     }
     let k = match opts.top_k {
         Some(k) if k > 0 => k,
