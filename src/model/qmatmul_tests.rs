@@ -219,3 +219,39 @@ fn several_products_share_x_and_bad_shapes_are_errors() {
     }];
     assert!(products(&x[..k], 1, k - 32, &mut p, 1).is_err());
 }
+
+/// A text long enough that x^T does not fit the block-by-block order (the tiles run one
+/// panel of tokens at a time): the same values as the f64 reference, with m, n and the
+/// panel count not multiples of the tiles, on 1 and 2 threads.
+#[test]
+fn a_long_text_on_tiles_matches_f64() {
+    let mut r = ChaCha8Rng::seed_from_u64(13);
+    let (m, k, n) = (75, 2048, 53);
+    assert!(
+        m * k * 4 > dense::XT_STREAMED,
+        "the shape must take the panel order"
+    );
+    let x: Vec<f32> = (0..m * k).map(|_| r.random_range(-1.0..1.0)).collect();
+    let bias: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    for ty in [GgmlType::Q4_1, GgmlType::Q4K] {
+        let w = random_matrix(&mut r, ty, n, k);
+        let (want, mag) = reference(&x, m, &w, &bias);
+        for threads in [1, 2] {
+            let mut y = vec![f32::NAN; m * n];
+            let mut p = [QProduct {
+                w: &w,
+                bias: Some(&bias),
+                y: &mut y,
+            }];
+            products_on(QTier::detect(), QPath::Tiles, &x, m, k, &mut p, threads).unwrap();
+            for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
+                let tol = 1e-5 * mag[i] + 1e-6;
+                assert!(
+                    (got as f64 - want).abs() <= tol,
+                    "{} threads {threads} at {i}: {got} vs {want}",
+                    ty.name()
+                );
+            }
+        }
+    }
+}

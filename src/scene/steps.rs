@@ -373,71 +373,34 @@ impl Checker<'_, '_> {
             },
             None => None,
         };
-        let show = match &s.show {
-            Some(v) => match v.get_ref().parse::<ModelShow>() {
-                Ok(x) => Some(x),
-                Err(msg) => {
-                    self.p.on(v, field("show"), msg);
-                    ok = false;
-                    None
-                }
-            },
-            None => None,
-        };
-        let contributions = match &s.measure {
-            Some(v) => match v.get_ref().as_str() {
-                "weights" => Some(false),
-                "contributions" => Some(true),
-                other => {
-                    self.p.on(
-                        v,
-                        field("measure"),
-                        format!(
-                            "{other:?} is not a measure: give \"weights\" or \"contributions\""
-                        ),
-                    );
-                    ok = false;
-                    None
-                }
-            },
-            None => None,
-        };
-        let lens_target = match &s.lens {
-            Some(v) => match v.get_ref().as_str() {
-                "top" => Some(false),
-                "target" => Some(true),
-                other => {
-                    self.p.on(
-                        v,
-                        field("lens"),
-                        format!(
-                            "{other:?} is not what lens cells show: give \"top\" or \"target\""
-                        ),
-                    );
-                    ok = false;
-                    None
-                }
-            },
-            None => None,
-        };
-        let patch = match &s.patch {
-            Some(v) => match PatchWhat::from_name(v.get_ref()) {
-                Some(w) => Some(w),
-                None => {
-                    self.p.on(
-                        v,
-                        field("patch"),
-                        format!(
-                            "{:?} is not a kind of site: give \"resid\", \"heads\", \"attn-out\" or \"mlp-out\"",
-                            v.get_ref()
-                        ),
-                    );
-                    ok = false;
-                    None
-                }
-            },
-            None => None,
-        };
+        let show = self.parsed(
+            &mut ok,
+            s.show.as_ref(),
+            field("show"),
+            str::parse::<ModelShow>,
+        );
+        let contributions =
+            self.parsed(&mut ok, s.measure.as_ref(), field("measure"), |m| match m {
+                "weights" => Ok(false),
+                "contributions" => Ok(true),
+                other => Err(format!(
+                    "{other:?} is not a measure: give \"weights\" or \"contributions\""
+                )),
+            });
+        let lens_target = self.parsed(&mut ok, s.lens.as_ref(), field("lens"), |m| match m {
+            "top" => Ok(false),
+            "target" => Ok(true),
+            other => Err(format!(
+                "{other:?} is not what lens cells show: give \"top\" or \"target\""
+            )),
+        });
+        let patch = self.parsed(&mut ok, s.patch.as_ref(), field("patch"), |m| {
+            PatchWhat::from_name(m).ok_or_else(|| {
+                format!(
+                    "{m:?} is not a kind of site: give \"resid\", \"heads\", \"attn-out\" or \"mlp-out\""
+                )
+            })
+        });
         let writers = s.writers.as_ref().map(|v| *v.get_ref());
         let intervene = match &s.intervene {
             Some(iv) => {
@@ -607,6 +570,26 @@ impl Checker<'_, '_> {
             return None;
         }
         Some(anim)
+    }
+
+    /// An optional text key read by `parse`; what `parse` rejects is reported at the key
+    /// and clears `ok`.
+    fn parsed<T>(
+        &mut self,
+        ok: &mut bool,
+        v: Option<&Spanned<String>>,
+        field: String,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let v = v?;
+        match parse(v.get_ref()) {
+            Ok(x) => Some(x),
+            Err(msg) => {
+                self.p.on(v, field, msg);
+                *ok = false;
+                None
+            }
+        }
     }
 
     /// Two whole numbers >= 0, e.g. a cell `[row, col]`.
