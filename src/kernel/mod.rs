@@ -35,7 +35,7 @@ pub mod peak;
 mod pool;
 pub mod tier;
 pub mod tile;
-mod transpose;
+pub(crate) mod transpose;
 
 pub use backward::{
     BWD_BLOCK_K, BWD_BLOCK_Q, BWD_KEY_GROUP, BackwardInputs, FlashGrads, GradObserver, GradView,

@@ -65,7 +65,7 @@ pub(crate) fn transpose_scaled<S: Simd>(
 /// One 16 x 16 square: rows of `src` (stride `sld`) to columns of `dst` (stride `dld`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn square16(src: *const f32, sld: usize, dst: *mut f32, dld: usize, scale: f32) {
+pub(crate) unsafe fn square16(src: *const f32, sld: usize, dst: *mut f32, dld: usize, scale: f32) {
     use core::arch::x86_64::*;
     // SAFETY: the caller guarantees 16 rows of 16 readable f32s at `src` and 16 rows of
     // 16 writable f32s at `dst`.

@@ -26,6 +26,8 @@
 //! Loaders turn a file into a [`config::ModelConfig`] and [`weights::Weights`]; the forward
 //! pass reads only those two, so nothing format-specific leaks past the loaders.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 pub mod attribution;
 mod block;
 mod block_batch;

@@ -243,7 +243,7 @@ fn dot_dequantized(ty: GgmlType, w: &[u8], a: ActRow<'_>) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     //! The AVX2 / AVX-512 VNNI kernels. Each `*_dot` is written once over [`I8Dot`] and
     //! stamped out per tier by `tiers!` inside a `#[target_feature]` function.
 
@@ -312,7 +312,7 @@ mod x86 {
 
     /// The f16 at p and the one after it, as f32.
     #[inline(always)]
-    unsafe fn halves2(p: *const u8) -> (f32, f32) {
+    pub(crate) unsafe fn halves2(p: *const u8) -> (f32, f32) {
         unsafe {
             let v = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
             (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
@@ -320,7 +320,7 @@ mod x86 {
     }
 
     #[inline(always)]
-    unsafe fn half(p: *const u8) -> f32 {
+    pub(crate) unsafe fn half(p: *const u8) -> f32 {
         unsafe {
             let bits = p.cast::<u16>().read_unaligned() as i32;
             _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
@@ -435,12 +435,12 @@ mod x86 {
     pub trait Levels {
         unsafe fn levels(blk: *const u8) -> __m256i;
     }
-    struct Q4_0L;
-    struct Q4_1L;
-    struct Q5_0L;
-    struct Q5_1L;
-    struct Q8_0L;
-    struct Iq4NlL;
+    pub struct Q4_0L;
+    pub struct Q4_1L;
+    pub struct Q5_0L;
+    pub struct Q5_1L;
+    pub struct Q8_0L;
+    pub struct Iq4NlL;
     impl Levels for Q4_0L {
         #[inline(always)]
         unsafe fn levels(b: *const u8) -> __m256i {

@@ -1,5 +1,5 @@
 //! y = x W^T (+ b) for a quantized W [n, k] (GGUF blocks read in place from the map) and
-//! x [m, k] f32, threads splitting W's rows. Two ways to run it:
+//! x [m, k] f32, threads splitting W's rows. Three ways to run it:
 //!
 //! - [`QPath::Int8`]: each row of x quantized once to int8 blocks, then integer block dot
 //!   products ([`super::qdot`]), llama.cpp's way. It reads every weight once and does the
@@ -8,13 +8,16 @@
 //!   (it stays in L2), then the f32 register-blocked kernel of [`super::dense`] against all
 //!   m rows of x, packed once per call. Exact: the same numbers as an f32 product with the
 //!   dequantized matrix, and the dequantization is spread over the m rows.
+//! - [`QPath::Amx`]: int8 activations on Intel's AMX tile unit ([`super::amx`]), many rows
+//!   of x at once, for the 32-value block types; the other types go to the tiles.
 //!
-//! By default one row of x runs on int8 and several rows on tiles: a forward over a text
-//! (what `model run` shows and the real-model tests compare with transformers, attention
-//! within 2e-4) must be the exact product; int8 activations change attention weights by
-//! about 1e-3 on SmolLM2 (docs/performance.md). [`exact`] puts every product of a closure
-//! on the tiles (the forward pass and the app's decoding use it); [`QMATMUL_ENV`] forces
-//! one path everywhere.
+//! By default one row of x runs on int8 and several rows on AMX where the CPU has it, else
+//! on the tiles. A forward over a text (what `model run` shows and the real-model tests
+//! compare with transformers, attention within 2e-4) must be the exact product; int8
+//! activations change attention weights by about 1e-3 on SmolLM2 (docs/performance.md).
+//! [`exact`] puts every product of a closure on the tiles (the forward pass and the app's
+//! decoding use it), so int8 activations are for `generate`: its decode steps and, on AMX,
+//! its prefill. [`QMATMUL_ENV`] forces one path everywhere.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -25,11 +28,13 @@ use rayon::prelude::*;
 use super::dense;
 use super::matrix::QuantMatrix;
 use super::qdot::{ActFormat, Acts, QTier, RowDot, kernel};
+use super::quant::GgmlType;
 use crate::error::{Error, Result};
 use crate::kernel::{Tier, thread_pool};
 
 /// Environment variable forcing the path of every quantized product: `int8` or `f32`
-/// (dequantized tiles, exact); unset or `auto`: int8 for one row, tiles for more.
+/// (dequantized tiles, exact); unset or `auto`: int8 for one row, AMX (else tiles) for
+/// more.
 pub const QMATMUL_ENV: &str = "ATTNVIZ_QMATMUL";
 
 /// Rows of W dequantized at a time on the tile path: a multiple of the f32 kernel's
@@ -39,6 +44,9 @@ pub const TILE_ROWS: usize = 48;
 /// Rows of W per work unit on the int8 path.
 const INT8_ROWS: usize = 16;
 
+/// Rows of W per work unit on the AMX path: one panel of tiles.
+const AMX_ROWS: usize = 16;
+
 /// Below this many weights (summed over a call's products) a call stays on one thread.
 const PAR_MIN: usize = 1 << 16;
 
@@ -47,6 +55,9 @@ const PAR_MIN: usize = 1 << 16;
 pub enum QPath {
     Int8,
     Tiles,
+    /// Int8 activations on the AMX tile unit ([`super::amx`]) for the types it takes,
+    /// the others on [`QPath::Tiles`]; where the CPU has no AMX, all on the tiles.
+    Amx,
 }
 
 thread_local! {
@@ -64,6 +75,7 @@ impl QPath {
             _ => match FORCED.get() {
                 Some(path) => path,
                 None if m <= 1 => QPath::Int8,
+                None if amx_available() => QPath::Amx,
                 None => QPath::Tiles,
             },
         }
@@ -83,6 +95,24 @@ pub fn exact<T>(f: impl FnOnce() -> T) -> T {
     }
     let _restore = Restore(FORCED.replace(Some(QPath::Tiles)));
     f()
+}
+
+fn amx_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::amx::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether [`QPath::Amx`] runs W of type `ty` on the tile unit on this machine.
+fn on_amx(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::amx::available() && super::amx::supports(ty);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        false
+    }
 }
 
 /// One product of a call: y [m, n] = x W^T (+ bias), W [n, k], bias [n].
@@ -153,9 +183,31 @@ pub fn products_on(
             y: YPtr(p.y.as_mut_ptr()),
         })
         .collect();
+    if path == QPath::Amx {
+        let (amx, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| on_amx(j.w.ty()));
+        run(tier, QPath::Amx, x, m, k, &amx, threads)?;
+        return run(tier, QPath::Tiles, x, m, k, &rest, threads);
+    }
+    run(tier, path, x, m, k, &jobs, threads)
+}
+
+/// The jobs of one call on one path, split over up to `threads` workers by units of rows.
+fn run(
+    tier: QTier,
+    path: QPath,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    jobs: &[Job],
+    threads: usize,
+) -> Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
     let unit_rows = match path {
         QPath::Int8 => INT8_ROWS,
         QPath::Tiles => TILE_ROWS,
+        QPath::Amx => AMX_ROWS,
     };
     let units: usize = jobs.iter().map(|j| j.w.rows().div_ceil(unit_rows)).sum();
     let weights: usize = jobs.iter().map(|j| j.w.rows() * k).sum();
@@ -170,6 +222,10 @@ pub fn products_on(
         None
     };
     let range = |t: usize| units * t / threads..units * (t + 1) / threads;
+    let on_workers = |run: &(dyn Fn(usize) + Sync)| match &pool {
+        None => run(0),
+        Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
+    };
     match path {
         QPath::Int8 => {
             // One quantization of x per activation format the products need.
@@ -181,20 +237,19 @@ pub fn products_on(
                     acts.push(Acts::new(f, x, k));
                 }
             }
-            let run = |t: usize| int8_units(&jobs, &kernels, &acts, m, range(t));
-            match pool {
-                None => run(0),
-                Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
-            }
+            on_workers(&|t| int8_units(jobs, &kernels, &acts, m, range(t)));
         }
         QPath::Tiles => {
             let packed = dense::pack_x(Tier::detect(), x, m, k);
-            let run = |t: usize| tile_units(&jobs, &packed, k, range(t));
-            match pool {
-                None => run(0),
-                Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
-            }
+            on_workers(&|t| tile_units(jobs, &packed, k, range(t)));
         }
+        #[cfg(target_arch = "x86_64")]
+        QPath::Amx => {
+            let packed = super::amx::PackedX::new(x, m, k, pool.as_deref());
+            on_workers(&|t| amx_units(jobs, &packed, range(t)));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        QPath::Amx => unreachable!("no job is on_amx off x86_64"),
     }
     Ok(())
 }
@@ -276,6 +331,39 @@ fn tile_units(jobs: &[Job], packed: &dense::PackedX, k: usize, range: std::ops::
             let bias = job.bias.map(|b| &b[j0..j0 + r]);
             // SAFETY: columns j0..j0 + r of y [m, n] (stride n) belong to this unit.
             unsafe { dense::rows_into(packed, buf, bias, job.y.0.add(j0), job.w.rows()) };
+        });
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+thread_local! {
+    /// A worker's unpacked panel of W for the AMX path, kept between calls.
+    static PANEL: RefCell<super::amx::Panel> = RefCell::new(super::amx::Panel::default());
+}
+
+#[cfg(target_arch = "x86_64")]
+fn amx_units(jobs: &[Job], packed: &super::amx::PackedX, range: std::ops::Range<usize>) {
+    PANEL.with_borrow_mut(|panel| {
+        for_units(jobs, AMX_ROWS, range, |i, j0, r| {
+            let job = &jobs[i];
+            let (w, n) = (job.w, job.w.rows());
+            let bias = job.bias.map(|b| &b[j0..j0 + r]);
+            let rb = w.row_bytes();
+            // SAFETY: jobs reach this path only when `amx::available()` (on_amx); columns
+            // j0..j0 + r of y [m, n] belong to this unit.
+            unsafe {
+                super::amx::panel_product(
+                    w.ty(),
+                    &w.bytes()[j0 * rb..(j0 + r) * rb],
+                    rb,
+                    r,
+                    packed,
+                    bias,
+                    job.y.0.add(j0),
+                    n,
+                    panel,
+                )
+            };
         });
     });
 }

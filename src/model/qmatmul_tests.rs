@@ -127,9 +127,14 @@ fn every_type_tier_and_path_matches_f64_dequantized() {
                 // accumulation error; the rounding itself stays within 1e-2 of sum |x w|.
                 let x8 = rounded(&x, format.block());
                 let (on_x8, _) = reference(&x8, m, &w, &bias);
-                for path in [QPath::Int8, QPath::Tiles] {
-                    let int8 = path == QPath::Int8 && format != ActFormat::F32;
-                    let want_all = if int8 { &on_x8 } else { &exact };
+                // The tile unit rounds x per block of 32 whatever the type.
+                let (on_x32, _) = reference(&rounded(&x, 32), m, &w, &bias);
+                for path in [QPath::Int8, QPath::Tiles, QPath::Amx] {
+                    let want_all = match path {
+                        QPath::Int8 if format != ActFormat::F32 => &on_x8,
+                        QPath::Amx if on_amx(ty) => &on_x32,
+                        _ => &exact,
+                    };
                     let rel = 1e-5;
                     let mut y1 = vec![f32::NAN; m * n];
                     for threads in [1, 2] {
@@ -252,6 +257,83 @@ fn a_long_text_on_tiles_matches_f64() {
                     ty.name()
                 );
             }
+        }
+    }
+}
+
+/// The tile unit against the int8 row dots, which quantize x the same way: every type it
+/// takes, a text longer than one group of 16 tokens and not a multiple of it, W's rows not
+/// a multiple of a panel, several products in one call.
+#[test]
+fn amx_matches_the_int8_row_dots() {
+    if !amx_available() {
+        eprintln!(
+            "skipped: this CPU (or its kernel) offers no AMX; QPath::Amx runs on the tiles here"
+        );
+        return;
+    }
+    let mut r = ChaCha8Rng::seed_from_u64(14);
+    let (m, k) = (37, 1024);
+    let x: Vec<f32> = (0..m * k).map(|_| r.random_range(-3.0..3.0)).collect();
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Iq4Nl,
+    ] {
+        assert!(on_amx(ty), "{} should run on AMX", ty.name());
+        let (wa, wb) = (
+            random_matrix(&mut r, ty, 45, k),
+            random_matrix(&mut r, ty, 16, k),
+        );
+        let bias: Vec<f32> = (0..45).map(|_| r.random_range(-1.0..1.0)).collect();
+        let (_, mag) = reference(&x, m, &wa, &bias);
+        let mut row_dots = vec![0.0; m * 45];
+        let mut p = [QProduct {
+            w: &wa,
+            bias: Some(&bias),
+            y: &mut row_dots,
+        }];
+        products_on(QTier::detect(), QPath::Int8, &x, m, k, &mut p, 1).unwrap();
+        for threads in [1, 2] {
+            let (mut ya, mut yb) = (vec![f32::NAN; m * 45], vec![f32::NAN; m * 16]);
+            let mut p = [
+                QProduct {
+                    w: &wa,
+                    bias: Some(&bias),
+                    y: &mut ya,
+                },
+                QProduct {
+                    w: &wb,
+                    bias: None,
+                    y: &mut yb,
+                },
+            ];
+            products_on(QTier::detect(), QPath::Amx, &x, m, k, &mut p, threads).unwrap();
+            for (i, (&got, &want)) in ya.iter().zip(&row_dots).enumerate() {
+                // The same integer sums and scales; only the f32 summation order differs.
+                let tol = 1e-6 * mag[i] + 1e-6;
+                assert!(
+                    (got - want).abs() as f64 <= tol,
+                    "{} threads {threads} at {i}: AMX {got} vs row dots {want}",
+                    ty.name()
+                );
+            }
+            let mut alone = vec![0.0; m * 16];
+            let mut p = [QProduct {
+                w: &wb,
+                bias: None,
+                y: &mut alone,
+            }];
+            products_on(QTier::detect(), QPath::Amx, &x, m, k, &mut p, 1).unwrap();
+            assert_eq!(
+                alone,
+                yb,
+                "{}: a product alone and beside another",
+                ty.name()
+            );
         }
     }
 }

@@ -58,17 +58,21 @@ fn check_decoding(s: &State, d: &Decoding) {
     let cfg = session.config();
     let w = &session.model.weights;
     let stop: Vec<u32> = session.model.tokenizer.eos_id().into_iter().collect();
-    let g = generate(
-        cfg,
-        w,
-        &session.ids,
-        &GenerateOptions {
-            max_tokens: APP_NEW_TOKENS,
-            stop,
-            ..GenerateOptions::default()
-        },
-        |_| true,
-    )
+    // The app decodes on the exact products (as `model run` computes); `generate` alone
+    // may take int8 activations (its prefill on an AMX CPU), so it runs exact here too.
+    let g = attnviz::model::qmatmul::exact(|| {
+        generate(
+            cfg,
+            w,
+            &session.ids,
+            &GenerateOptions {
+                max_tokens: APP_NEW_TOKENS,
+                stop,
+                ..GenerateOptions::default()
+            },
+            |_| true,
+        )
+    })
     .unwrap();
     assert_eq!(d.tokens(), g.tokens(), "the view's tokens are generate's");
     assert!(!d.steps.is_empty());
