@@ -303,12 +303,14 @@ fn int8_units(
             .iter()
             .find(|a| a.format == format)
             .expect("quantized above");
-        let (ty, n) = (job.w.ty(), job.w.rows());
-        for j in j0..j0 + r {
-            let row = job.w.row(j);
-            let b = job.bias.map_or(0.0, |b| b[j]);
-            for t in 0..m {
-                let v = dot(ty, row, a.row(t)) + b;
+        let (ty, n, rb) = (job.w.ty(), job.w.rows(), job.w.row_bytes());
+        let rows = &job.w.bytes()[j0 * rb..(j0 + r) * rb];
+        let mut out = [0.0f32; INT8_ROWS];
+        for t in 0..m {
+            dot(ty, rows, a.row(t), &mut out[..r]);
+            for (i, &v) in out[..r].iter().enumerate() {
+                let j = j0 + i;
+                let v = v + job.bias.map_or(0.0, |b| b[j]);
                 // SAFETY: t < m, j < n: inside y [m, n]; column j belongs to this unit.
                 unsafe { *job.y.0.add(t * n + j) = v };
             }
