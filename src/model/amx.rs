@@ -324,12 +324,13 @@ impl TileConfig {
     }
 }
 
-/// y [m, n] (row stride `n`, columns `j0..j0 + rows`) = x W[j0..j0 + rows]^T (+ bias): one
-/// panel of W, every group of tokens. Runs on the calling thread.
+/// One panel of W (`rows` <= 16 rows of `row_bytes` each, from `w`) against every group of
+/// tokens: y[t][r] = x[t] . W[r] (+ bias[r]), where `y` points at the panel's first column
+/// of y [m, n] (row stride `n`). Runs on the calling thread.
 ///
 /// # Safety
-/// [`available`] must be true; `y` must be valid for m rows of stride n with columns
-/// j0..j0 + rows free for this call to write.
+/// [`available`] must be true; `y` must be valid for m rows of stride n, with the `rows`
+/// columns from `y` on free for this call to write.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn panel_product(
     ty: GgmlType,
