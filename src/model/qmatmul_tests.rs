@@ -100,6 +100,25 @@ fn rounded(x: &[f32], bl: usize) -> Vec<f32> {
         .collect()
 }
 
+/// y = x W^T (+ bias) alone in one call on `tier` and `path`, y starting as NaN so that an
+/// output left unwritten shows.
+#[allow(clippy::too_many_arguments)]
+fn one_product(
+    tier: QTier,
+    path: QPath,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &QuantMatrix,
+    bias: Option<&[f32]>,
+    threads: usize,
+) -> Vec<f32> {
+    let mut y = vec![f32::NAN; m * w.rows()];
+    let mut p = [QProduct { w, bias, y: &mut y }];
+    products_on(tier, path, x, m, k, &mut p, threads).unwrap();
+    y
+}
+
 #[test]
 fn every_type_tier_and_path_matches_f64_dequantized() {
     let mut r = ChaCha8Rng::seed_from_u64(11);
@@ -138,13 +157,7 @@ fn every_type_tier_and_path_matches_f64_dequantized() {
                     let rel = 1e-5;
                     let mut y1 = vec![f32::NAN; m * n];
                     for threads in [1, 2] {
-                        let mut y = vec![f32::NAN; m * n];
-                        let mut p = [QProduct {
-                            w: &w,
-                            bias: Some(&bias),
-                            y: &mut y,
-                        }];
-                        products_on(tier, path, &x, m, k, &mut p, threads).unwrap();
+                        let y = one_product(tier, path, &x, m, k, &w, Some(&bias), threads);
                         for (i, (&got, &want)) in y.iter().zip(want_all).enumerate() {
                             let tol = rel * mag[i] + 1e-6;
                             assert!(
@@ -195,13 +208,7 @@ fn several_products_share_x_and_bad_shapes_are_errors() {
         ];
         products_on(tier, path, &x, m, k, &mut p, 2).unwrap();
         for (w, y) in [(&a, &ya), (&b, &yb)] {
-            let mut alone = vec![0.0; y.len()];
-            let mut p = [QProduct {
-                w,
-                bias: None,
-                y: &mut alone,
-            }];
-            products_on(tier, path, &x, m, k, &mut p, 1).unwrap();
+            let alone = one_product(tier, path, &x, m, k, w, None, 1);
             assert_eq!(&alone, y, "{path:?}");
             let (want, mag) = reference(&x, m, w, &zero[..w.rows()]);
             for i in 0..y.len() {
@@ -242,13 +249,8 @@ fn a_long_text_on_tiles_matches_f64() {
         let w = random_matrix(&mut r, ty, n, k);
         let (want, mag) = reference(&x, m, &w, &bias);
         for threads in [1, 2] {
-            let mut y = vec![f32::NAN; m * n];
-            let mut p = [QProduct {
-                w: &w,
-                bias: Some(&bias),
-                y: &mut y,
-            }];
-            products_on(QTier::detect(), QPath::Tiles, &x, m, k, &mut p, threads).unwrap();
+            let tier = QTier::detect();
+            let y = one_product(tier, QPath::Tiles, &x, m, k, &w, Some(&bias), threads);
             for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
                 let tol = 1e-5 * mag[i] + 1e-6;
                 assert!(
@@ -290,13 +292,8 @@ fn amx_matches_the_int8_row_dots() {
         );
         let bias: Vec<f32> = (0..45).map(|_| r.random_range(-1.0..1.0)).collect();
         let (_, mag) = reference(&x, m, &wa, &bias);
-        let mut row_dots = vec![0.0; m * 45];
-        let mut p = [QProduct {
-            w: &wa,
-            bias: Some(&bias),
-            y: &mut row_dots,
-        }];
-        products_on(QTier::detect(), QPath::Int8, &x, m, k, &mut p, 1).unwrap();
+        let tier = QTier::detect();
+        let row_dots = one_product(tier, QPath::Int8, &x, m, k, &wa, Some(&bias), 1);
         for threads in [1, 2] {
             let (mut ya, mut yb) = (vec![f32::NAN; m * 45], vec![f32::NAN; m * 16]);
             let mut p = [
@@ -321,13 +318,7 @@ fn amx_matches_the_int8_row_dots() {
                     ty.name()
                 );
             }
-            let mut alone = vec![0.0; m * 16];
-            let mut p = [QProduct {
-                w: &wb,
-                bias: None,
-                y: &mut alone,
-            }];
-            products_on(QTier::detect(), QPath::Amx, &x, m, k, &mut p, 1).unwrap();
+            let alone = one_product(tier, QPath::Amx, &x, m, k, &wb, None, 1);
             assert_eq!(
                 alone,
                 yb,
