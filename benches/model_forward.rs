@@ -1,4 +1,5 @@
-//! attnviz's side of `benches/torch_side_by_side.py`: loads a model once, then runs one
+//! attnviz's side of `benches/torch_side_by_side.py`: loads a model once (as `generate`
+//! does: its weights copied to huge pages where the kernel offers them), then runs one
 //! timed forward pass (or greedy decode) per request read from stdin, so that the script
 //! can alternate it with PyTorch's run for run on the same machine. Not a criterion bench.
 //!
@@ -27,7 +28,8 @@ use std::io::{BufRead, Write};
 use std::time::Instant;
 
 use attnviz::model::generate::{Decoder, GenerateOptions, generate};
-use attnviz::model::{ForwardOptions, LoadedModel, LogitRows, forward, load};
+use attnviz::model::load::{Residency, load_with};
+use attnviz::model::{ForwardOptions, LoadedModel, LogitRows, forward};
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
     s.split(',')
@@ -40,6 +42,8 @@ fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
 }
 
 fn main() {
+    // The allocator settings of the attnviz binary (what `generate` runs with).
+    attnviz::kernel::keep_freed_memory();
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -48,7 +52,7 @@ fn main() {
         eprintln!("usage: model_forward MODEL (requests on stdin; see the file's comment)");
         std::process::exit(2);
     };
-    let m = match load(path) {
+    let m = match load_with(path, Residency::HugePages) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("model_forward: {e}");

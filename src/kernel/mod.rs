@@ -41,7 +41,7 @@ pub use backward::{
     BWD_BLOCK_K, BWD_BLOCK_Q, BWD_KEY_GROUP, BackwardInputs, FlashGrads, GradObserver, GradView,
     NoGradObserver, attention_backward, attention_backward_observed,
 };
-pub use buf::AlignedBuf;
+pub use buf::{AlignedBuf, keep_freed_memory};
 pub use pool::default_threads;
 pub(crate) use pool::pool as thread_pool;
 pub use tier::{SIMD_ENV, Tier, available_tiers};

@@ -13,9 +13,11 @@
 //! `general.alignment` (default 32) after the tensor infos.
 //!
 //! The file is memory-mapped. Weight matrices stay in their type and in the map
-//! ([`GgufFile::matrix`] hands out views that keep the map alive); other tensors are
-//! dequantized from the map straight into their final `Vec<f32>`. The map is released
-//! when the [`GgufFile`] and every matrix cut from it are dropped.
+//! ([`GgufFile::matrix`] hands out views that keep the map alive), or in a copy of the
+//! tensor data on huge pages ([`GgufFile::make_resident`], what a model load does where
+//! the kernel offers them); other tensors are dequantized straight into their final
+//! `Vec<f32>`. The map (or copy) is released when the [`GgufFile`] and every matrix cut
+//! from it are dropped.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -63,6 +65,11 @@ pub struct GgufFile {
     tindex: HashMap<String, usize>,
     pub file_bytes: u64,
     map: Arc<Mmap>,
+    /// Where the tensor data starts in the file.
+    data_start: u64,
+    /// The tensor data copied to huge pages ([`GgufFile::make_resident`]), read instead of
+    /// the map when present.
+    resident: Option<Arc<Mmap>>,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -219,7 +226,39 @@ impl GgufFile {
             tindex,
             file_bytes,
             map: Arc::new(map),
+            data_start,
+            resident: None,
         })
+    }
+
+    /// Copy the tensor data to memory backed by huge pages where the kernel offers them
+    /// ([`super::resident`]); matrices cut afterwards read the copy. A no-op otherwise.
+    pub fn make_resident(&mut self) -> Result<()> {
+        if self.resident.is_some() || !super::resident::wanted() {
+            return Ok(());
+        }
+        let file = File::open(&self.path)
+            .map_err(|e| Error::file(&self.path, format!("cannot open: {e}")))?;
+        let len = self.file_bytes.saturating_sub(self.data_start) as usize;
+        let copy = super::resident::copy(&file, &self.path, self.data_start, len)?;
+        self.resident = Some(Arc::new(copy));
+        Ok(())
+    }
+
+    /// The bytes of tensor data `start..start + len` (absolute file offsets, checked
+    /// when the file was opened) and the buffer that holds them.
+    fn data(&self, start: u64, len: u64) -> (&Arc<Mmap>, usize) {
+        let (buf, at) = match &self.resident {
+            Some(r) => (r, (start - self.data_start) as usize),
+            None => (&self.map, start as usize),
+        };
+        debug_assert!(at + len as usize <= buf.len());
+        (buf, at)
+    }
+
+    fn tensor_bytes(&self, t: &TensorInfo) -> &[u8] {
+        let (buf, at) = self.data(t.start, t.bytes);
+        &buf[at..at + t.bytes as usize]
     }
 
     /// A metadata value, if present.
@@ -347,14 +386,14 @@ impl GgufFile {
             return Ok(Matrix::F32(v));
         }
         let (cols, rows) = (t.dims[0] as usize, t.dims[1] as usize);
-        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.map.clone();
-        let bytes =
-            SharedBytes::new(owner, t.start as usize, t.bytes as usize).ok_or_else(|| {
-                Error::file(
-                    &self.path,
-                    format!("tensor {name} lies past the file's end"),
-                )
-            })?;
+        let (buf, at) = self.data(t.start, t.bytes);
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = buf.clone();
+        let bytes = SharedBytes::new(owner, at, t.bytes as usize).ok_or_else(|| {
+            Error::file(
+                &self.path,
+                format!("tensor {name} lies past the file's end"),
+            )
+        })?;
         let q = QuantMatrix::new(t.ty, bytes, rows, cols)
             .map_err(|e| Error::file(&self.path, format!("tensor {name}: {e}")))?;
         Ok(Matrix::Quant(q))
@@ -366,7 +405,7 @@ impl GgufFile {
     /// numbers come out non-finite calls this to find the culprit.
     pub fn check_finite(&self) -> Result<()> {
         for t in &self.tensors {
-            let data = &self.map[t.start as usize..(t.start + t.bytes) as usize];
+            let data = self.tensor_bytes(t);
             if t.ty == GgmlType::F32 {
                 let v: Vec<f32> = data
                     .chunks_exact(4)
@@ -390,7 +429,7 @@ impl GgufFile {
 
     /// Dequantize one tensor (its bounds were checked when the file was opened).
     pub fn dequantize(&self, t: &TensorInfo) -> Vec<f32> {
-        let src = &self.map[t.start as usize..(t.start + t.bytes) as usize];
+        let src = self.tensor_bytes(t);
         let mut out = vec![0f32; t.elems() as usize];
         quant::dequantize(t.ty, src, &mut out);
         out

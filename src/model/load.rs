@@ -84,6 +84,23 @@ pub fn load(model: &str) -> Result<LoadedModel> {
     load_found(find::resolve(model)?)
 }
 
+/// Where a GGUF model's quantized matrices are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Residency {
+    /// The file's memory map: only the pages a run touches come in (a forward over a
+    /// short text, the app).
+    Mapped,
+    /// A copy of the tensor data on huge pages where the kernel offers them
+    /// ([`super::resident`]): every weight is read at load, then each decode step streams
+    /// them faster (`generate`).
+    HugePages,
+}
+
+/// [`load`] with the matrices where `residency` says.
+pub fn load_with(model: &str, residency: Residency) -> Result<LoadedModel> {
+    load_found_with(find::resolve(model)?, residency)
+}
+
 /// Building a SentencePiece tokenizer from GGUF metadata takes scratch (Gemma's 262,144
 /// pieces give millions of candidate merges, about 150 MB) that is freed at once; the
 /// process keeps freed memory for the kernels' buffers (main.rs), so hand this back to
@@ -96,15 +113,24 @@ fn release_freed_memory() {
     }
 }
 
-/// Load a model found on disk.
+/// Load a model found on disk, its matrices in the file's map.
 pub fn load_found(f: Found) -> Result<LoadedModel> {
+    load_found_with(f, Residency::Mapped)
+}
+
+/// [`load_found`] with the matrices where `residency` says (Hugging Face folders are
+/// converted to f32 at load either way).
+pub fn load_found_with(f: Found, residency: Residency) -> Result<LoadedModel> {
     match f.format {
         Format::Gguf => {
-            let g = GgufFile::open(&f.path)?;
+            let mut g = GgufFile::open(&f.path)?;
             let config = gguf_llama::config(&g)?;
             let tokenizer = tokenizer_gguf::build(&g)?;
             release_freed_memory();
             check_vocab(&f.path, &config, &tokenizer)?;
+            if residency == Residency::HugePages {
+                g.make_resident()?;
+            }
             let weights = gguf_llama::weights(&g, &config)?;
             let file_bytes = g.file_bytes;
             // The header's parsed metadata (every token's text and score) is no longer needed.

@@ -65,6 +65,7 @@ pub mod qdot;
 pub mod qmatmul;
 pub mod quant;
 mod quant_scales;
+pub mod resident;
 mod rope;
 pub mod scores;
 pub mod session;

@@ -3,6 +3,7 @@
 
 use crate::support;
 
+use attnviz::model::load::Residency;
 use attnviz::model::{self, Act, Arch, Mlp, NormPlace, PosKind, RopeStyle};
 use support::gguf::{Quant, Tiny, tiny_llama};
 use support::{hf, vocab};
@@ -126,6 +127,14 @@ fn gguf_quantized_tensors_equal_their_block_fields() {
         );
         assert!(m.weights.lm_head.is_none());
         check_gguf_weights(&m, &g, t);
+        // As `generate` loads it: the tensor data copied to huge pages where the kernel
+        // offers them (the same bytes either way).
+        let copied = model::load::load_with(p.to_str().unwrap(), Residency::HugePages).unwrap();
+        assert!(
+            copied.weights == m.weights,
+            "{q:?}: the copy holds other weights"
+        );
+        check_gguf_weights(&copied, &g, t);
     }
 }
 
