@@ -32,6 +32,7 @@ pub mod attribution;
 mod block;
 mod block_batch;
 pub use block::{Hook, Site};
+pub mod acts;
 pub mod cache;
 pub mod chat;
 mod checks;
