@@ -9,7 +9,7 @@
 //! - [`gemm`], [`backward`]: FlashAttention-2's backward pass (dQ, dK, dV) and the
 //!   general register-blocked product its tiles use;
 //! - [`peak`]: this CPU's fp32 FMA peak, measured;
-//! - [`pool`]: worker threads.
+//! - [`pool`]: worker threads; [`team`]: spinning ones for the model's short steps.
 //!
 //! Threads split the work by (batch, head, query block); every output row is computed by
 //! exactly one task, in the same tile order whatever the thread count, so results are
@@ -19,7 +19,6 @@
 use std::cell::RefCell;
 
 use pulp::{Simd, WithSimd};
-use rayon::prelude::*;
 
 use crate::attn::problem::{AttnSpec, ProblemShape};
 use crate::attn::range::{self, Magnitudes, PathKind};
@@ -33,6 +32,7 @@ pub mod gemm;
 pub mod micro;
 pub mod peak;
 mod pool;
+pub(crate) mod team;
 pub mod tier;
 pub mod tile;
 pub(crate) mod transpose;
@@ -55,6 +55,9 @@ pub const BLOCK_Q: usize = 64;
 /// (32 KB) stay in L2 next to each other; longer tiles spread the per-tile costs (the max
 /// update, the rescale, reloading the output accumulators) over more work.
 pub const BLOCK_K: usize = 128;
+
+/// Inputs (q, k and v values) from which their range check runs on the workers too.
+const PARALLEL_SCAN: usize = 1 << 22;
 
 /// Options of one kernel call.
 #[derive(Debug, Clone, Default)]
@@ -139,18 +142,24 @@ pub fn attention(
             }
         }
     } else {
-        pool::pool(threads)?.install(|| -> Result<()> {
-            check_range(&s, q, k, v, spec, true)?;
-            out.par_chunks_mut(head_out)
-                .zip(lse.par_chunks_mut(s.n_q))
-                .enumerate()
-                .for_each(|(bh, (oh, lh))| {
-                    oh.par_chunks_mut(br * s.dv)
-                        .zip(lh.par_chunks_mut(br))
-                        .enumerate()
-                        .for_each(|(qb, (o, l))| job(bh, qb, o, l));
-                });
-            Ok(())
+        if q.len() + k.len() + v.len() >= PARALLEL_SCAN {
+            pool::pool(threads)?.install(|| check_range(&s, q, k, v, spec, true))?;
+        } else {
+            check_range(&s, q, k, v, spec, false)?;
+        }
+        // The (head, query block) tasks on the team, each writing its own rows.
+        let mut tasks: Vec<(usize, usize, &mut [f32], &mut [f32])> = Vec::new();
+        for (bh, (oh, lh)) in out
+            .chunks_mut(head_out)
+            .zip(lse.chunks_mut(s.n_q))
+            .enumerate()
+        {
+            for (qb, (o, l)) in oh.chunks_mut(br * s.dv).zip(lh.chunks_mut(br)).enumerate() {
+                tasks.push((bh, qb, o, l));
+            }
+        }
+        team::for_each_mut(threads, &mut tasks, &|_, (bh, qb, o, l)| {
+            job(*bh, *qb, o, l)
         })?;
     }
     Ok(FlashOutput { out, lse, tier })

@@ -7,8 +7,8 @@
 //! scales in AVX-512: acc[row] += tile[row] * d_w d_x + c_w s_x, where s_x = d_x sum q_x
 //! and c_w is the block's minimum (Q4_1, Q5_1) or its offset times d_w (Q4_0: -8 d_w).
 //!
-//! Layout: A tiles are W's levels, 16 rows x 32 bytes, read in place from a per-thread
-//! buffer of 16 unpacked rows; B tiles are x's, 8 rows x 64 bytes in the VNNI order the
+//! Layout: A tiles are W's levels, 16 rows x 32 bytes, read from a per-thread buffer of
+//! 16 unpacked rows stored block by block (each tile 512 contiguous bytes); B tiles are x's, 8 rows x 64 bytes in the VNNI order the
 //! unit wants (four consecutive values of each of 16 tokens per row), packed once per
 //! call. Four result tiles take the blocks in turn, so three multiplies are in flight
 //! while a block's result meets its scales. Measured on an Intel Xeon (family 6 model
@@ -25,7 +25,8 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
+use crate::error::Result;
+use crate::kernel::team;
 
 use super::qdot::x86::{Iq4NlL, Levels, Q4_0L, Q4_1L, Q5_0L, Q5_1L, Q8_0L, half, halves2};
 use super::quant::GgmlType;
@@ -140,8 +141,8 @@ impl PackedX {
     /// Quantize as [`super::qdot::Acts`] does (d = max |x| / 127, levels rounded half away
     /// from zero; the same f32 operations, so the same levels), so both int8 paths see the
     /// same activations. k a multiple of 32; [`available`] must be true.
-    /// The groups of 16 tokens are quantized in parallel on `pool` when one is given.
-    pub fn new(x: &[f32], m: usize, k: usize, pool: Option<&rayon::ThreadPool>) -> PackedX {
+    /// The groups of 16 tokens are quantized by up to `threads` threads.
+    pub fn new(x: &[f32], m: usize, k: usize, threads: usize) -> Result<PackedX> {
         assert!(k.is_multiple_of(BLOCK) && x.len() == m * k);
         assert!(
             available(),
@@ -157,7 +158,14 @@ impl PackedX {
             d: vec![0.0; groups * nb * TILE],
             s: vec![0.0; groups * nb * TILE],
         };
-        let group = |(g, ((levels, d), s)): (usize, GroupChunks)| {
+        let (lb, sb) = (nb * TILE * BLOCK, nb * TILE);
+        let mut chunks: Vec<GroupChunks> = p
+            .levels
+            .chunks_mut(lb)
+            .zip(p.d.chunks_mut(sb))
+            .zip(p.s.chunks_mut(sb))
+            .collect();
+        let group = |g: usize, ((levels, d), s): &mut GroupChunks| {
             for lane in 0..TILE.min(m - g * TILE) {
                 let t = g * TILE + lane;
                 for (b, xb) in x[t * k..][..k].chunks_exact(BLOCK).enumerate() {
@@ -169,22 +177,9 @@ impl PackedX {
                 }
             }
         };
-        let (lb, sb) = (nb * TILE * BLOCK, nb * TILE);
-        match pool {
-            Some(pool) => pool.install(|| {
-                let chunks = p.levels.par_chunks_mut(lb);
-                let chunks = chunks
-                    .zip(p.d.par_chunks_mut(sb))
-                    .zip(p.s.par_chunks_mut(sb));
-                chunks.enumerate().for_each(group)
-            }),
-            None => {
-                let chunks = p.levels.chunks_mut(lb);
-                let chunks = chunks.zip(p.d.chunks_mut(sb)).zip(p.s.chunks_mut(sb));
-                chunks.enumerate().for_each(group)
-            }
-        }
-        p
+        team::for_each_mut(threads, &mut chunks, &group)?;
+        drop(chunks);
+        Ok(p)
     }
 }
 
@@ -228,8 +223,8 @@ unsafe fn quantize_block(xb: &[f32], tile: &mut [i8], lane: usize) -> (f32, i32)
     }
 }
 
-/// One worker's 16 rows of W unpacked: levels [16, k] (zero rows past W's end), and per
-/// block its 16 scales d_w and corrections c_w.
+/// One worker's 16 rows of W unpacked: per block, its A tile (16 rows x 32 levels, zero
+/// rows past W's end, 512 contiguous bytes), 16 scales d_w and 16 corrections c_w.
 #[derive(Default)]
 pub struct Panel {
     levels: Vec<u8>,
@@ -276,15 +271,16 @@ unsafe fn unpack_rows<L: Levels>(
     let nb = k / BLOCK;
     for r in 0..rows {
         let row = &w[r * row_bytes..][..row_bytes];
-        let out = &mut panel.levels[r * k..][..k];
         for b in 0..nb {
-            // SAFETY: block b of the row is `kd.bytes` long inside `row`; 32 bytes of `out`.
+            // SAFETY: block b of the row is `kd.bytes` long inside `row`; 32 bytes of the
+            // block's tile at row r.
             unsafe {
                 let blk = row.as_ptr().add(b * kd.bytes);
                 // The weights stream from memory once per call: ask for them 2 KB ahead
                 // (a prefetch never faults, past the row's end included).
                 _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(2048).cast());
-                _mm256_storeu_si256(out.as_mut_ptr().add(b * BLOCK).cast(), L::levels(blk));
+                let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
+                _mm256_storeu_si256(dst.cast(), L::levels(blk));
                 let (d, m) = if kd.has_min {
                     halves2(blk)
                 } else {
@@ -353,7 +349,7 @@ pub unsafe fn panel_product(
         bias16[..rows].copy_from_slice(&b[..rows]);
     }
     // SAFETY: `available` granted the tiles and AVX-512; every tile load reads inside
-    // panel.levels (16 rows of k) and x.levels (groups x nb x 512 bytes).
+    // panel.levels (nb tiles of 512 bytes) and x.levels (groups x nb x 512 bytes).
     unsafe {
         asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
         for g in 0..x.groups {
@@ -451,14 +447,13 @@ unsafe fn group<const SIGNED: bool, const MIN: bool>(
     g: usize,
     out: &mut [[f32; TILE]; TILE],
 ) {
-    let k = x.k;
-    let nb = k / BLOCK;
+    let nb = x.k / BLOCK;
     let mut ints: [Ints; 4] = std::array::from_fn(|_| Ints([[0; TILE]; TILE]));
     let mut acc = [_mm512_setzero_ps(); TILE];
-    let a = |b: usize| panel.levels.as_ptr().wrapping_add(b * BLOCK);
+    let a = |b: usize| panel.levels.as_ptr().wrapping_add(b * TILE * BLOCK);
     let bx = |b: usize| x.levels.as_ptr().wrapping_add((g * nb + b) * TILE * BLOCK);
     // SAFETY (the whole body): block indices stay below nb, so every tile load reads inside
-    // the panel (16 rows of k bytes) and x's packed levels; the scales likewise.
+    // the panel (nb tiles of 512 bytes) and x's packed levels; the scales likewise.
     unsafe {
         // Block j's result goes to tile j % 4, its operands to pair j % 2; each step
         // issues the block three ahead, so up to three multiplies are in flight while a
@@ -466,10 +461,10 @@ unsafe fn group<const SIGNED: bool, const MIN: bool>(
         let issue = |j: usize| {
             if j < nb {
                 match j % 4 {
-                    0 => issue!(SIGNED, "0", "4", "5", a(j), k, bx(j)),
-                    1 => issue!(SIGNED, "1", "6", "7", a(j), k, bx(j)),
-                    2 => issue!(SIGNED, "2", "4", "5", a(j), k, bx(j)),
-                    _ => issue!(SIGNED, "3", "6", "7", a(j), k, bx(j)),
+                    0 => issue!(SIGNED, "0", "4", "5", a(j), BLOCK, bx(j)),
+                    1 => issue!(SIGNED, "1", "6", "7", a(j), BLOCK, bx(j)),
+                    2 => issue!(SIGNED, "2", "4", "5", a(j), BLOCK, bx(j)),
+                    _ => issue!(SIGNED, "3", "6", "7", a(j), BLOCK, bx(j)),
                 }
             }
         };

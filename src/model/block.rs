@@ -301,8 +301,26 @@ pub(crate) fn block_forward(
                 }
                 out
             } else {
-                let (out, lse) =
-                    cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?;
+                let (out, lse) = if len == 0 {
+                    // An empty cache holds just the block's own keys, contiguous per KV
+                    // head in kh and vh: one call over every head gives the workers all of
+                    // them to share.
+                    let full = Mask::resolve(mask, 1, h, n, n)?;
+                    let spec =
+                        AttnSpec::new(&shape(cfg, n, n), full, false, Some(cfg.attn_scale()));
+                    let r = kernel::attention(
+                        &shape(cfg, n, n),
+                        &buf.qh,
+                        &buf.kh,
+                        &buf.vh,
+                        &spec,
+                        &kopts,
+                    )
+                    .map_err(model_attention)?;
+                    (r.out, r.lse)
+                } else {
+                    cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?
+                };
                 let kv = KeyRows {
                     k: cache.k.as_slice(),
                     stride: capacity,

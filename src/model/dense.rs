@@ -19,14 +19,10 @@
 //!
 //! One row of x (a decode step) is a matrix-vector product instead: [`super::gemv`].
 
-use std::sync::Arc;
-
 use pulp::{Simd, WithSimd};
-use rayon::ThreadPool;
-use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::kernel::{AlignedBuf, Tier, thread_pool};
+use crate::kernel::{AlignedBuf, Tier, team};
 
 /// Rows of W per register block.
 pub const MR: usize = 6;
@@ -127,26 +123,22 @@ pub fn products(
         .collect();
     let units: usize = jobs.iter().map(|j| j.n.div_ceil(MR)).sum();
     let threads = threads.clamp(1, units);
-    let pool: Option<Arc<ThreadPool>> = if threads > 1 {
-        Some(thread_pool(threads)?)
-    } else {
-        None
-    };
-    let run = |t: usize| {
+    let run = |units: std::ops::Range<usize>| {
         let chunk = Chunk {
             xt: xt.as_slice(),
             m,
             k,
             jobs: &jobs,
-            units: units * t / threads..units * (t + 1) / threads,
+            units,
         };
         tier.dispatch(chunk);
     };
-    match pool {
-        None => run(0),
-        Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
+    if threads == 1 {
+        run(0..units);
+        return Ok(());
     }
-    Ok(())
+    // Units handed out as threads come free, each thread starting on its own share.
+    team::for_each(threads, units, &|u| run(u..u + 1))
 }
 
 /// x [m, k] -> x^T in panels of `panel_width` tokens: panel c holds [k][width] (token

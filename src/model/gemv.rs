@@ -5,10 +5,9 @@
 //! one order, so 1 and N threads give the same bits.
 
 use pulp::{Simd, WithSimd};
-use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::kernel::{Tier, thread_pool};
+use crate::kernel::{Tier, team};
 
 /// Rows of W per matrix-vector block.
 const GEMV_ROWS: usize = 4;
@@ -57,7 +56,8 @@ pub fn gemv(
         run((0, y));
     } else {
         let per = per_thread(n, threads);
-        thread_pool(threads)?.install(|| y.par_chunks_mut(per).enumerate().for_each(run));
+        let mut parts: Vec<&mut [f32]> = y.chunks_mut(per).collect();
+        team::for_each_mut(threads, &mut parts, &|t, yc| run((t, yc)))?;
     }
     Ok(())
 }

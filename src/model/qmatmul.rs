@@ -20,17 +20,13 @@
 //! its prefill. [`QMATMUL_ENV`] forces one path everywhere.
 
 use std::cell::RefCell;
-use std::sync::Arc;
-
-use rayon::ThreadPool;
-use rayon::prelude::*;
 
 use super::dense;
 use super::matrix::QuantMatrix;
 use super::qdot::{ActFormat, Acts, QTier, RowDot, kernel};
 use super::quant::GgmlType;
 use crate::error::{Error, Result};
-use crate::kernel::{Tier, thread_pool};
+use crate::kernel::{Tier, team};
 
 /// Environment variable forcing the path of every quantized product: `int8` or `f32`
 /// (dequantized tiles, exact); unset or `auto`: int8 for one row, AMX (else tiles) for
@@ -216,15 +212,13 @@ fn run(
     } else {
         threads.clamp(1, units)
     };
-    let pool: Option<Arc<ThreadPool>> = if threads > 1 {
-        Some(thread_pool(threads)?)
-    } else {
-        None
-    };
+    // Int8 units are equal and tiny (16 rows of one dot each): fixed shares. Tile and
+    // AMX units are many microseconds each: handed out as threads come free.
     let range = |t: usize| units * t / threads..units * (t + 1) / threads;
-    let on_workers = |run: &(dyn Fn(usize) + Sync)| match &pool {
-        None => run(0),
-        Some(p) => p.install(|| (0..threads).into_par_iter().for_each(run)),
+    let shares =
+        |run: &(dyn Fn(std::ops::Range<usize>) + Sync)| team::fork(threads, &|t| run(range(t)));
+    let one_by_one = |run: &(dyn Fn(std::ops::Range<usize>) + Sync)| {
+        team::for_each(threads, units, &|u| run(u..u + 1))
     };
     match path {
         QPath::Int8 => {
@@ -237,16 +231,16 @@ fn run(
                     acts.push(Acts::new(f, x, k));
                 }
             }
-            on_workers(&|t| int8_units(jobs, &kernels, &acts, m, range(t)));
+            shares(&|r| int8_units(jobs, &kernels, &acts, m, r))?;
         }
         QPath::Tiles => {
             let packed = dense::pack_x(Tier::detect(), x, m, k);
-            on_workers(&|t| tile_units(jobs, &packed, k, range(t)));
+            one_by_one(&|r| tile_units(jobs, &packed, k, r))?;
         }
         #[cfg(target_arch = "x86_64")]
         QPath::Amx => {
-            let packed = super::amx::PackedX::new(x, m, k, pool.as_deref());
-            on_workers(&|t| amx_units(jobs, &packed, range(t)));
+            let packed = super::amx::PackedX::new(x, m, k, threads)?;
+            one_by_one(&|r| amx_units(jobs, &packed, r))?;
         }
         #[cfg(not(target_arch = "x86_64"))]
         QPath::Amx => unreachable!("no job is on_amx off x86_64"),
