@@ -30,18 +30,33 @@ use crate::error::{Error, Result};
 /// a forward's parallel ones, short enough not to hold a core once a forward is over.
 const SPIN: Duration = Duration::from_millis(2);
 
-/// A published job: part `i` of it for thread `i`. Its borrow's lifetime is erased while
-/// it is published; [`Team::run`] waits for every worker before it returns.
+/// How long a waiting thread spins before it also yields its core at every check.
+const HOT: Duration = Duration::from_micros(100);
+
+/// A published job: `f(part)` for parts 0..threads. Its borrow's lifetime is erased while
+/// it is published; [`Team::run`] waits until no thread can touch it before it returns.
 type Job = dyn Fn(usize) + Sync + 'static;
 
+/// `state` holds the job's epoch above these bits and its next unclaimed part in them.
+const PART_BITS: u32 = 16;
+
+fn epoch_of(state: usize) -> usize {
+    state >> PART_BITS
+}
+
 struct Shared {
-    /// Bumped once per job; a worker that sees a new value runs the job.
-    epoch: AtomicUsize,
-    /// The current job, written by the caller before it bumps `epoch` (Release) and read
-    /// by a worker after it saw the new epoch (Acquire); never written while a worker may
-    /// read it (the caller waits for `left` to reach 0 first).
+    /// Parts per job (the team's thread count).
+    parts: usize,
+    /// The current job's epoch and next unclaimed part. The caller stores a new epoch
+    /// with part 0 to publish a job; any thread (the caller included) claims a part by
+    /// moving the part on with a compare-exchange that also checks the epoch, so a worker
+    /// that wakes late can never claim a part of a job other than the one it saw.
+    state: AtomicUsize,
+    /// The current job, written by the caller before it publishes the epoch (SeqCst) and
+    /// read by a thread after it claimed a part of that epoch; never written while a part
+    /// is running (the caller waits for `left` to reach 0 first).
     job: UnsafeCell<*const Job>,
-    /// Workers that have not finished the current job.
+    /// Parts of the current job not finished.
     left: AtomicUsize,
     /// A worker's part of the current job panicked.
     panicked: AtomicBool,
@@ -56,6 +71,45 @@ struct Shared {
 unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
+impl Shared {
+    /// Claim and run parts of epoch `epoch` until none is left; whether a part panicked
+    /// on this thread is recorded, not raised, on a worker (`catch`).
+    fn run_parts(&self, epoch: usize, catch: bool) {
+        loop {
+            let cur = self.state.load(Ordering::Acquire);
+            let part = cur & ((1 << PART_BITS) - 1);
+            if epoch_of(cur) != epoch || part >= self.parts {
+                return;
+            }
+            if self
+                .state
+                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            // SAFETY: a part of `epoch` is claimed and not finished, so `left` is not 0
+            // and the caller of that job keeps it (and the pointer to it) alive.
+            let f: &Job = unsafe { &**self.job.get() };
+            /// Counts the part as finished even if it unwinds.
+            struct Done<'a>(&'a AtomicUsize);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Ordering::Release);
+                }
+            }
+            let _done = Done(&self.left);
+            if catch {
+                if catch_unwind(AssertUnwindSafe(|| f(part))).is_err() {
+                    self.panicked.store(true, Ordering::Relaxed);
+                }
+            } else {
+                f(part);
+            }
+        }
+    }
+}
+
 /// `threads - 1` workers and the right to run one job at a time.
 pub struct Team {
     threads: usize,
@@ -65,8 +119,10 @@ pub struct Team {
 
 impl Team {
     fn new(threads: usize) -> Result<Team> {
+        assert!(threads < 1 << PART_BITS);
         let shared = Arc::new(Shared {
-            epoch: AtomicUsize::new(0),
+            parts: threads,
+            state: AtomicUsize::new(0),
             job: UnsafeCell::new(std::ptr::null::<fn(usize)>() as *const Job),
             left: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
@@ -78,7 +134,7 @@ impl Team {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name(format!("attnviz-team-{index}"))
-                .spawn(move || work(&shared, index))
+                .spawn(move || work(&shared))
                 .map_err(|e| Error::Internal(format!("cannot start a worker thread: {e}")))?;
         }
         Ok(Team {
@@ -88,35 +144,46 @@ impl Team {
         })
     }
 
-    /// Run `f(0)` here and `f(1)..f(threads - 1)` on the workers; returns when all are done.
-    /// The caller must hold `busy`.
+    /// Run `f(0)..f(threads - 1)`, the calling thread and the workers claiming the parts
+    /// as they come: a worker that is not running (another program holds its core) leaves
+    /// its part to the caller instead of holding it up. The caller must hold `busy`.
     fn run(&self, f: &(dyn Fn(usize) + Sync + '_)) {
         let s = &*self.shared;
-        // SAFETY: every worker finished the previous job (its `left` reached 0 before the
-        // previous `run` returned), so none reads `job` now. The pointer's lifetime is
-        // erased; `Wait` below keeps `f` alive until no worker can touch it.
+        // SAFETY: no part of the previous job is running (its `left` reached 0 before the
+        // previous `run` returned) and none can be claimed (all were), so no thread reads
+        // `job` now. The pointer's lifetime is erased; `Wait` below keeps `f` alive until
+        // no thread can touch it.
         unsafe {
             let erased: *const Job =
                 std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(f);
             *s.job.get() = erased;
         }
-        s.left.store(self.threads - 1, Ordering::Relaxed);
-        s.epoch.fetch_add(1, Ordering::SeqCst);
+        s.left.store(self.threads, Ordering::Relaxed);
+        let epoch = epoch_of(s.state.load(Ordering::Relaxed)).wrapping_add(1);
+        s.state.store(epoch << PART_BITS, Ordering::SeqCst);
         if s.parked.load(Ordering::SeqCst) > 0 {
             let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.wake.notify_all();
         }
-        /// Waits for the workers even while a panic of part 0 unwinds.
+        /// Waits for the parts that workers claimed, even while a panic unwinds.
         struct Wait<'a>(&'a Shared);
         impl Drop for Wait<'_> {
             fn drop(&mut self) {
+                let mut spins = 0u32;
+                let mut since: Option<Instant> = None;
                 while self.0.left.load(Ordering::Acquire) != 0 {
                     std::hint::spin_loop();
+                    spins = spins.wrapping_add(1);
+                    if spins.is_multiple_of(256)
+                        && since.get_or_insert_with(Instant::now).elapsed() > HOT
+                    {
+                        std::thread::yield_now();
+                    }
                 }
             }
         }
         let wait = Wait(s);
-        f(0);
+        s.run_parts(epoch, false);
         drop(wait);
         if s.panicked.swap(false, Ordering::Relaxed) {
             panic!("a worker thread of the team panicked");
@@ -124,38 +191,41 @@ impl Team {
     }
 }
 
-/// A worker's life: wait for a new epoch (spinning, then parked), run its part, repeat.
-fn work(s: &Shared, index: usize) {
+/// A worker's life: wait for a new epoch (spinning, then parked), claim and run parts of
+/// it while there are any, repeat.
+fn work(s: &Shared) {
     let mut seen = 0;
     loop {
         let mut since: Option<Instant> = None;
         let mut spins = 0u32;
         loop {
-            let e = s.epoch.load(Ordering::Acquire);
+            let e = epoch_of(s.state.load(Ordering::Acquire));
             if e != seen {
                 seen = e;
                 break;
             }
             std::hint::spin_loop();
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(256) && since.get_or_insert_with(Instant::now).elapsed() > SPIN
-            {
+            if !spins.is_multiple_of(256) {
+                continue;
+            }
+            let idle = since.get_or_insert_with(Instant::now).elapsed();
+            if idle > HOT {
+                // Let another thread that wants this core have it (a shared machine, or
+                // the tests running side by side).
+                std::thread::yield_now();
+            }
+            if idle > SPIN {
                 let mut g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
                 s.parked.fetch_add(1, Ordering::SeqCst);
-                while s.epoch.load(Ordering::SeqCst) == seen {
+                while epoch_of(s.state.load(Ordering::SeqCst)) == seen {
                     g = s.wake.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
                 s.parked.fetch_sub(1, Ordering::SeqCst);
                 since = None;
             }
         }
-        // SAFETY: the epoch we saw was bumped (Release) after `job` was written, and the
-        // caller keeps the job alive until `left` reaches 0.
-        let f: &Job = unsafe { &**s.job.get() };
-        if catch_unwind(AssertUnwindSafe(|| f(index))).is_err() {
-            s.panicked.store(true, Ordering::Relaxed);
-        }
-        s.left.fetch_sub(1, Ordering::Release);
+        s.run_parts(seen, true);
     }
 }
 
@@ -173,8 +243,9 @@ fn team(threads: usize) -> Result<Arc<Team>> {
     Ok(t)
 }
 
-/// `f(0)`, .., `f(threads - 1)`, each once, in parallel; `f(0)` on the calling thread when
-/// the team of that size is free, else all on the rayon pool of that size.
+/// `f(0)`, .., `f(threads - 1)`, each once, in parallel, on the team of that size (the
+/// calling thread among them) when it is free, else on the rayon pool of that size. Which
+/// thread runs which part is not fixed: a part is an index of work, not a thread's.
 pub fn fork(threads: usize, f: &(dyn Fn(usize) + Sync)) -> Result<()> {
     if threads <= 1 {
         f(0);
