@@ -1,6 +1,6 @@
-//! A fork-join team for the model's many short parallel steps: the calling thread runs
-//! part 0 of a job itself and `threads - 1` workers run the others; between jobs the
-//! workers spin for a while (then park), so the next job starts at once.
+//! A fork-join team for the model's many short parallel steps: the calling thread and
+//! `threads - 1` workers claim a job's parts as they come free; between jobs the workers
+//! spin for a while (then park), so the next job starts at once.
 //!
 //! Written here rather than taken from rayon because a model forward is hundreds of
 //! parallel steps of 20-500 microseconds each (the products of every layer, the
