@@ -8,9 +8,9 @@
 //! and c_w is the block's minimum (Q4_1, Q5_1) or its offset times d_w (Q4_0: -8 d_w).
 //!
 //! Layout: A tiles are W's levels, 16 rows x 32 bytes, read from a per-thread buffer of
-//! 16 unpacked rows stored block by block (each tile 512 contiguous bytes); B tiles are x's, 8 rows x 64 bytes in the VNNI order the
-//! unit wants (four consecutive values of each of 16 tokens per row), packed once per
-//! call. Four result tiles take the blocks in turn, so three multiplies are in flight
+//! 16 unpacked rows stored block by block (each tile 512 contiguous bytes); B tiles are
+//! x's, 8 rows x 64 bytes in the VNNI order the unit wants (four consecutive values of
+//! each of 16 tokens per row), packed once per call. Four result tiles take the blocks in turn, so three multiplies are in flight
 //! while a block's result meets its scales. Measured on an Intel Xeon (family 6 model
 //! 167): one 16 x 16 x 32 multiply takes 5.2 ns, 11.9 ns with its tile loads and the store
 //! of its result; the prefill of 128 tokens on SmolLM2 (Q4_1, one thread) went from 274 ms
@@ -178,7 +178,6 @@ impl PackedX {
             }
         };
         team::for_each_mut(threads, &mut chunks, &group)?;
-        drop(chunks);
         Ok(p)
     }
 }

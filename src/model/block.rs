@@ -305,18 +305,11 @@ pub(crate) fn block_forward(
                     // An empty cache holds just the block's own keys, contiguous per KV
                     // head in kh and vh: one call over every head gives the workers all of
                     // them to share.
+                    let own = shape(cfg, n, n);
                     let full = Mask::resolve(mask, 1, h, n, n)?;
-                    let spec =
-                        AttnSpec::new(&shape(cfg, n, n), full, false, Some(cfg.attn_scale()));
-                    let r = kernel::attention(
-                        &shape(cfg, n, n),
-                        &buf.qh,
-                        &buf.kh,
-                        &buf.vh,
-                        &spec,
-                        &kopts,
-                    )
-                    .map_err(model_attention)?;
+                    let spec = AttnSpec::new(&own, full, false, Some(cfg.attn_scale()));
+                    let r = kernel::attention(&own, &buf.qh, &buf.kh, &buf.vh, &spec, &kopts)
+                        .map_err(model_attention)?;
                     (r.out, r.lse)
                 } else {
                     cached_attention(cfg, &buf.qh, n, cache, len, capacity, mask, &kopts)?
