@@ -75,19 +75,8 @@ impl<'a> Acts<'a> {
         a.d.reserve(x.len() / bl);
         a.qs.resize(x.len(), 0);
         a.sums.reserve(x.len() / 16);
-        #[cfg(target_arch = "x86_64")]
-        let vector = is_x86_feature_detected!("avx2");
         for (xb, qb) in x.chunks_exact(bl).zip(a.qs.chunks_exact_mut(bl)) {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 was detected; the block is a whole number of 16 values.
-            let d = if vector {
-                unsafe { x86::quantize(xb, qb) }
-            } else {
-                None
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let d = None;
-            let d = d.unwrap_or_else(|| quantize_scalar(xb, qb));
+            let d = quantize_block(xb, qb);
             a.d.push(d);
             let s0 = a.sums.len();
             a.sums.extend(
@@ -120,6 +109,19 @@ impl<'a> Acts<'a> {
             ds: &self.ds[t * nb..][..nb],
         }
     }
+}
+
+/// One block's levels into `qb` (as long as `xb`, a multiple of 16 values); returns its
+/// scale d. On AVX2 vectors where the CPU has them, the same bits.
+pub(crate) fn quantize_block(xb: &[f32], qb: &mut [i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected; `x86::quantize` checks the lengths.
+        if let Some(d) = unsafe { x86::quantize(xb, qb) } {
+            return d;
+        }
+    }
+    quantize_scalar(xb, qb)
 }
 
 /// One block's levels into `qb`; returns its scale d.

@@ -1,16 +1,14 @@
 //! Quantized products over many rows of x on Intel AMX (Advanced Matrix Extensions), the
 //! tile unit of Sapphire Rapids and later Xeons, llama.cpp's way on such a CPU: x is
-//! quantized to int8 blocks of 32 values (one f32 scale each, as for [`super::qdot`]'s
-//! row dots), W's blocks are unpacked to their integer levels, and one `tdpbusd` (or
-//! `tdpbssd` for signed levels) multiplies 16 rows of W by 16 tokens over one block:
-//! 16 x 16 x 32 multiply-adds in one instruction. Each block's int32 tile then meets its
-//! scales in AVX-512: acc[row] += tile[row] * d_w d_x + c_w s_x, where s_x = d_x sum q_x
-//! and c_w is the block's minimum (Q4_1, Q5_1) or its offset times d_w (Q4_0: -8 d_w).
+//! quantized to int8 blocks of 32 values and W's blocks unpacked to their integer levels
+//! ([`super::i8panel`]), and one `tdpbusd` (or `tdpbssd` for signed levels) multiplies
+//! 16 rows of W by 16 tokens over one block: 16 x 16 x 32 multiply-adds in one
+//! instruction. Each block's int32 tile then meets its scales in AVX-512:
+//! acc[row] += tile[row] * d_w d_x + c_w s_x.
 //!
-//! Layout: A tiles are W's levels, 16 rows x 32 bytes, read from a per-thread buffer of
-//! 16 unpacked rows stored block by block (each tile 512 contiguous bytes); B tiles are
-//! x's, 8 rows x 64 bytes in the VNNI order the unit wants (four consecutive values of
-//! each of 16 tokens per row), packed once per call. Four result tiles take the blocks in turn, so three multiplies are in flight
+//! A tiles are W's levels (16 rows x 32 bytes, one block); B tiles x's, 8 rows x 64 bytes
+//! in the VNNI order the unit wants (four consecutive values of each of 16 tokens per
+//! row). Four result tiles take the blocks in turn, so three multiplies are in flight
 //! while a block's result meets its scales. Measured on an Intel Xeon (family 6 model
 //! 167): one 16 x 16 x 32 multiply takes 5.2 ns, 11.9 ns with its tile loads and the store
 //! of its result; the prefill of 128 tokens on SmolLM2 (Q4_1, one thread) went from 274 ms
@@ -25,20 +23,11 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use crate::error::Result;
-use crate::kernel::team;
-
-use super::qdot::x86::{Iq4NlL, Levels, Q4_0L, Q4_1L, Q5_0L, Q5_1L, Q8_0L, half, halves2};
+use super::i8panel::{BLOCK, PackedX, Panel, TILE, kind, unpack};
 use super::quant::GgmlType;
 
 /// Environment variable: `off` keeps every product off the tile unit.
 pub const AMX_ENV: &str = "ATTNVIZ_AMX";
-
-/// Rows of W (and tokens) per tile.
-pub const TILE: usize = 16;
-
-/// Values per quantized block of x (and of W's levels).
-const BLOCK: usize = 32;
 
 /// Whether this CPU and kernel let the process use AMX-INT8 (asked once per process).
 pub fn available() -> bool {
@@ -90,206 +79,10 @@ fn request_permission() -> bool {
     false
 }
 
-/// How a type's blocks become tile rows: bytes per block, the offset subtracted from its
-/// levels, whether it stores a minimum, whether its levels are signed.
-#[derive(Clone, Copy)]
-struct Kind {
-    bytes: usize,
-    offset: f32,
-    has_min: bool,
-    signed: bool,
-}
-
-fn kind(ty: GgmlType) -> Option<Kind> {
-    let k = |bytes, offset, has_min, signed| {
-        Some(Kind {
-            bytes,
-            offset,
-            has_min,
-            signed,
-        })
-    };
-    match ty {
-        GgmlType::Q4_0 => k(18, 8.0, false, false),
-        GgmlType::Q4_1 => k(20, 0.0, true, false),
-        GgmlType::Q5_0 => k(22, 16.0, false, false),
-        GgmlType::Q5_1 => k(24, 0.0, true, false),
-        GgmlType::Q8_0 => k(34, 0.0, false, true),
-        GgmlType::Iq4Nl => k(18, 0.0, false, true),
-        _ => None,
-    }
-}
-
-/// Whether the tile path takes W of type `ty` (the 32-value block types).
+/// Whether the tile path takes W of type `ty` (the 32-value block types and Q4_K, Q5_K,
+/// whose sub-blocks of 32 are blocks here).
 pub fn supports(ty: GgmlType) -> bool {
     kind(ty).is_some()
-}
-
-/// x [m, k] quantized and packed for B tiles: per group of 16 tokens (the last padded
-/// with zeros) and block of 32 values, 512 bytes of levels, 16 scales d_x and 16 sums
-/// s_x = d_x sum q_x.
-pub struct PackedX {
-    pub m: usize,
-    pub k: usize,
-    groups: usize,
-    levels: Vec<i8>,
-    d: Vec<f32>,
-    s: Vec<f32>,
-}
-
-impl PackedX {
-    /// Quantize as [`super::qdot::Acts`] does (d = max |x| / 127, levels rounded half away
-    /// from zero; the same f32 operations, so the same levels), so both int8 paths see the
-    /// same activations. k a multiple of 32; [`available`] must be true.
-    /// The groups of 16 tokens are quantized by up to `threads` threads.
-    pub fn new(x: &[f32], m: usize, k: usize, threads: usize) -> Result<PackedX> {
-        assert!(k.is_multiple_of(BLOCK) && x.len() == m * k);
-        assert!(
-            available(),
-            "PackedX::new needs AMX and AVX-512 (checked by `available`)"
-        );
-        let groups = m.div_ceil(TILE);
-        let nb = k / BLOCK;
-        let mut p = PackedX {
-            m,
-            k,
-            groups,
-            levels: vec![0; groups * nb * TILE * BLOCK],
-            d: vec![0.0; groups * nb * TILE],
-            s: vec![0.0; groups * nb * TILE],
-        };
-        let (lb, sb) = (nb * TILE * BLOCK, nb * TILE);
-        let mut chunks: Vec<GroupChunks> = p
-            .levels
-            .chunks_mut(lb)
-            .zip(p.d.chunks_mut(sb))
-            .zip(p.s.chunks_mut(sb))
-            .collect();
-        let group = |g: usize, ((levels, d), s): &mut GroupChunks| {
-            for lane in 0..TILE.min(m - g * TILE) {
-                let t = g * TILE + lane;
-                for (b, xb) in x[t * k..][..k].chunks_exact(BLOCK).enumerate() {
-                    let tile = &mut levels[b * TILE * BLOCK..][..TILE * BLOCK];
-                    // SAFETY: AVX-512 is there (asserted); 32 values in xb, 512 in tile.
-                    let (db, sum) = unsafe { quantize_block(xb, tile, lane) };
-                    d[b * TILE + lane] = db;
-                    s[b * TILE + lane] = db * sum as f32;
-                }
-            }
-        };
-        team::for_each_mut(threads, &mut chunks, &group)?;
-        Ok(p)
-    }
-}
-
-/// One group's levels, scales and sums in [`PackedX::new`].
-type GroupChunks<'a> = ((&'a mut [i8], &'a mut [f32]), &'a mut [f32]);
-
-/// One block of 32 values of one token quantized into its lane of a B tile (row r holds
-/// values 4r..4r+4 of each token, token after token); returns d and the levels' sum.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn quantize_block(xb: &[f32], tile: &mut [i8], lane: usize) -> (f32, i32) {
-    assert!(xb.len() == BLOCK && tile.len() == TILE * BLOCK && lane < TILE);
-    // SAFETY: the lengths above.
-    unsafe {
-        let v0 = _mm512_loadu_ps(xb.as_ptr());
-        let v1 = _mm512_loadu_ps(xb.as_ptr().add(16));
-        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        let d = amax / 127.0;
-        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-        // round(v id) half away from zero: floor(|v id| + 0.5) (exact below 2^22) with
-        // v's sign, then clamped to 127 as Acts clamps.
-        let level = |v: __m512| {
-            let a = _mm512_abs_ps(_mm512_mul_ps(v, _mm512_set1_ps(id)));
-            let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(
-                _mm512_add_ps(a, _mm512_set1_ps(0.5)),
-            );
-            let r = _mm512_min_ps(r, _mm512_set1_ps(127.0));
-            let i = _mm512_cvttps_epi32(r);
-            let neg = _mm512_cmplt_ps_mask(v, _mm512_setzero_ps());
-            _mm512_mask_sub_epi32(i, neg, _mm512_setzero_si512(), i)
-        };
-        let (i0, i1) = (level(v0), level(v1));
-        let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
-        let mut q = [0u32; 8];
-        _mm_storeu_si128(q.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(i0));
-        _mm_storeu_si128(q.as_mut_ptr().add(4).cast(), _mm512_cvtepi32_epi8(i1));
-        let dst = tile.as_mut_ptr().cast::<u32>();
-        for (r, &quad) in q.iter().enumerate() {
-            dst.add(r * TILE + lane).write_unaligned(quad);
-        }
-        (d, sum)
-    }
-}
-
-/// One worker's 16 rows of W unpacked: per block, its A tile (16 rows x 32 levels, zero
-/// rows past W's end, 512 contiguous bytes), 16 scales d_w and 16 corrections c_w.
-#[derive(Default)]
-pub struct Panel {
-    levels: Vec<u8>,
-    d: Vec<f32>,
-    c: Vec<f32>,
-}
-
-/// Unpack rows `rows` (at most 16) of W, each `row_bytes` long starting at `w`, into
-/// `panel`; k values per row.
-fn unpack(ty: GgmlType, w: &[u8], row_bytes: usize, rows: usize, k: usize, panel: &mut Panel) {
-    let kd = kind(ty).expect("unpack only takes supported types");
-    let nb = k / BLOCK;
-    assert!(rows <= TILE && w.len() >= rows * row_bytes && row_bytes == nb * kd.bytes);
-    panel.levels.clear();
-    panel.levels.resize(TILE * k, 0);
-    panel.d.clear();
-    panel.d.resize(nb * TILE, 0.0);
-    panel.c.clear();
-    panel.c.resize(nb * TILE, 0.0);
-    // SAFETY: `supports` types only; `available` checked AVX2 + F16C; the sizes are
-    // asserted above.
-    unsafe {
-        match ty {
-            GgmlType::Q4_0 => unpack_rows::<Q4_0L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q4_1 => unpack_rows::<Q4_1L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q5_0 => unpack_rows::<Q5_0L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q5_1 => unpack_rows::<Q5_1L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q8_0 => unpack_rows::<Q8_0L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Iq4Nl => unpack_rows::<Iq4NlL>(kd, w, row_bytes, rows, k, panel),
-            _ => unreachable!("kind() is None for {}", ty.name()),
-        }
-    }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn unpack_rows<L: Levels>(
-    kd: Kind,
-    w: &[u8],
-    row_bytes: usize,
-    rows: usize,
-    k: usize,
-    panel: &mut Panel,
-) {
-    let nb = k / BLOCK;
-    for r in 0..rows {
-        let row = &w[r * row_bytes..][..row_bytes];
-        for b in 0..nb {
-            // SAFETY: block b of the row is `kd.bytes` long inside `row`; 32 bytes of the
-            // block's tile at row r.
-            unsafe {
-                let blk = row.as_ptr().add(b * kd.bytes);
-                // The weights stream from memory once per call: ask for them 2 KB ahead
-                // (a prefetch never faults, past the row's end included).
-                _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(2048).cast());
-                let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
-                _mm256_storeu_si256(dst.cast(), L::levels(blk));
-                let (d, m) = if kd.has_min {
-                    halves2(blk)
-                } else {
-                    (half(blk), 0.0)
-                };
-                panel.d[b * TILE + r] = d;
-                panel.c[b * TILE + r] = m - kd.offset * d;
-            }
-        }
-    }
 }
 
 /// The tile shapes: tmm0..tmm3 the int32 results (16 x 64 bytes), tmm4/tmm6 the A tiles
@@ -339,7 +132,8 @@ pub unsafe fn panel_product(
     panel: &mut Panel,
 ) {
     let k = x.k;
-    unpack(ty, w, row_bytes, rows, k, panel);
+    // SAFETY: `available` checked AVX2, FMA and F16C; `supports` types only.
+    unsafe { unpack(ty, w, row_bytes, rows, k, panel) };
     let kd = kind(ty).expect("checked by unpack");
     let cfg = TileConfig::new();
     let mut out = [[0.0f32; TILE]; TILE];
@@ -449,8 +243,8 @@ unsafe fn group<const SIGNED: bool, const MIN: bool>(
     let nb = x.k / BLOCK;
     let mut ints: [Ints; 4] = std::array::from_fn(|_| Ints([[0; TILE]; TILE]));
     let mut acc = [_mm512_setzero_ps(); TILE];
-    let a = |b: usize| panel.levels.as_ptr().wrapping_add(b * TILE * BLOCK);
-    let bx = |b: usize| x.levels.as_ptr().wrapping_add((g * nb + b) * TILE * BLOCK);
+    let a = |b: usize| panel.block_levels(b);
+    let bx = |b: usize| x.block_levels(g, b);
     // SAFETY (the whole body): block indices stay below nb, so every tile load reads inside
     // the panel (nb tiles of 512 bytes) and x's packed levels; the scales likewise.
     unsafe {

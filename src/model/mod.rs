@@ -31,6 +31,10 @@ mod amx;
 pub mod attribution;
 mod block;
 mod block_batch;
+#[cfg(target_arch = "x86_64")]
+mod i8panel;
+#[cfg(target_arch = "x86_64")]
+mod i8vec;
 pub use block::{Hook, Site};
 pub mod acts;
 pub mod cache;

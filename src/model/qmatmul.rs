@@ -8,29 +8,31 @@
 //!   (it stays in L2), then the f32 register-blocked kernel of [`super::dense`] against all
 //!   m rows of x, packed once per call. Exact: the same numbers as an f32 product with the
 //!   dequantized matrix, and the dequantization is spread over the m rows.
-//! - [`QPath::Amx`]: int8 activations on Intel's AMX tile unit ([`super::amx`]), many rows
-//!   of x at once, for the 32-value block types; the other types go to the tiles.
+//! - [`QPath::Panels`]: int8 activations against W's levels unpacked 16 rows at a time
+//!   ([`super::i8panel`]), many rows of x at once: on Intel's AMX tile unit
+//!   ([`super::amx`]) where the CPU has it, else on AVX-512 VNNI or AVX2 vectors
+//!   ([`super::i8vec`]), for the 32-value block types and Q4_K, Q5_K (AMX also takes
+//!   Q8_0 and IQ4_NL); the other types go to the tiles.
 //!
-//! By default one row of x runs on int8 and several rows on AMX where the CPU has it, else
-//! on the tiles. A forward over a text (what `model run` shows and the real-model tests
+//! By default one row of x runs on int8 and several rows on the panels, whose types the
+//! CPU cannot run there on the tiles. A forward over a text (what `model run` shows and the real-model tests
 //! compare with transformers, attention within 2e-4) must be the exact product; int8
 //! activations change attention weights by about 1e-3 on SmolLM2 (docs/performance.md).
 //! [`exact`] puts every product of a closure on the tiles (the forward pass and the app's
-//! decoding use it), so int8 activations are for `generate`: its decode steps and, on AMX,
-//! its prefill. [`QMATMUL_ENV`] forces one path everywhere.
+//! decoding use it), so int8 activations are for `generate`: its decode steps and its
+//! prefill. [`QMATMUL_ENV`] forces one path everywhere.
 
 use std::cell::RefCell;
 
 use super::dense;
 use super::matrix::QuantMatrix;
-use super::qdot::{ActFormat, Acts, QTier, RowDot, kernel};
+use super::qdot::{self, ActFormat, Acts, QTier, RowDot};
 use super::quant::GgmlType;
 use crate::error::{Error, Result};
 use crate::kernel::{Tier, team};
 
 /// Environment variable forcing the path of every quantized product: `int8` or `f32`
-/// (dequantized tiles, exact); unset or `auto`: int8 for one row, AMX (else tiles) for
-/// more.
+/// (dequantized tiles, exact); unset or `auto`: int8 for one row, the panels for more.
 pub const QMATMUL_ENV: &str = "ATTNVIZ_QMATMUL";
 
 /// Rows of W dequantized at a time on the tile path: a multiple of the f32 kernel's
@@ -40,8 +42,8 @@ pub const TILE_ROWS: usize = 48;
 /// Rows of W per work unit on the int8 path.
 const INT8_ROWS: usize = 16;
 
-/// Rows of W per work unit on the AMX path: one panel of tiles.
-const AMX_ROWS: usize = 16;
+/// Rows of W per work unit on the panel path: one panel.
+const PANEL_ROWS: usize = super::i8panel::TILE;
 
 /// Below this many weights (summed over a call's products) a call stays on one thread.
 const PAR_MIN: usize = 1 << 16;
@@ -51,9 +53,12 @@ const PAR_MIN: usize = 1 << 16;
 pub enum QPath {
     Int8,
     Tiles,
-    /// Int8 activations on the AMX tile unit ([`super::amx`]) for the types it takes,
-    /// the others on [`QPath::Tiles`]; where the CPU has no AMX, all on the tiles.
-    Amx,
+    /// Int8 activations against unpacked panels of W: on the AMX tile unit for the types
+    /// it takes, else on the vectors of the integer tier for the types they take, the
+    /// others on [`QPath::Tiles`].
+    Panels,
+    /// [`QPath::Panels`] without the tile unit (tests cover the vector kernels with it).
+    VecPanels,
 }
 
 thread_local! {
@@ -71,8 +76,7 @@ impl QPath {
             _ => match FORCED.get() {
                 Some(path) => path,
                 None if m <= 1 => QPath::Int8,
-                None if amx_available() => QPath::Amx,
-                None => QPath::Tiles,
+                None => QPath::Panels,
             },
         }
     }
@@ -93,6 +97,7 @@ pub fn exact<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+#[cfg(test)]
 fn amx_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     return super::amx::available();
@@ -100,7 +105,7 @@ fn amx_available() -> bool {
     false
 }
 
-/// Whether [`QPath::Amx`] runs W of type `ty` on the tile unit on this machine.
+/// Whether [`QPath::Panels`] runs W of type `ty` on the tile unit on this machine.
 fn on_amx(ty: GgmlType) -> bool {
     #[cfg(target_arch = "x86_64")]
     return super::amx::available() && super::amx::supports(ty);
@@ -179,31 +184,102 @@ pub fn products_on(
             y: YPtr(p.y.as_mut_ptr()),
         })
         .collect();
-    if path == QPath::Amx {
-        let (amx, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| on_amx(j.w.ty()));
-        run(tier, QPath::Amx, x, m, k, &amx, threads)?;
-        return run(tier, QPath::Tiles, x, m, k, &rest, threads);
+    match path {
+        QPath::Int8 => run(Kernel::Int8(tier), x, m, k, &jobs, threads, None),
+        QPath::Tiles => run(Kernel::Tiles, x, m, k, &jobs, threads, None),
+        QPath::Panels | QPath::VecPanels => {
+            let amx = path == QPath::Panels;
+            let mut by_kernel: Vec<(Kernel, Vec<Job>)> = Vec::new();
+            for job in jobs {
+                let kernel = panel_kernel(job.w.ty(), tier, amx);
+                match by_kernel.iter_mut().find(|(kn, _)| *kn == kernel) {
+                    Some((_, js)) => js.push(job),
+                    None => by_kernel.push((kernel, vec![job])),
+                }
+            }
+            let packed = packed_x(&by_kernel, x, m, k, threads)?;
+            for (kernel, js) in &by_kernel {
+                run(*kernel, x, m, k, js, threads, packed.as_ref())?;
+            }
+            Ok(())
+        }
     }
-    run(tier, path, x, m, k, &jobs, threads)
 }
 
-/// The jobs of one call on one path, split over up to `threads` workers by units of rows.
+/// What runs the units of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    Int8(QTier),
+    Tiles,
+    #[cfg(target_arch = "x86_64")]
+    Amx,
+    #[cfg(target_arch = "x86_64")]
+    Vec(super::i8vec::VecTier),
+}
+
+/// The kernel of [`QPath::Panels`] (or, without `amx`, [`QPath::VecPanels`]) for W of type
+/// `ty` on integer tier `tier`: the tile unit, else the tier's vectors, else the tiles.
+fn panel_kernel(ty: GgmlType, tier: QTier, amx: bool) -> Kernel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::i8vec::{VecTier, supports};
+        if amx && on_amx(ty) {
+            return Kernel::Amx;
+        }
+        if let Some(vt) = VecTier::for_tier(tier)
+            && tier.is_available()
+            && supports(ty)
+        {
+            return Kernel::Vec(vt);
+        }
+    }
+    let _ = (ty, tier, amx);
+    Kernel::Tiles
+}
+
+#[cfg(target_arch = "x86_64")]
+type PackedI8 = super::i8panel::PackedX;
+#[cfg(not(target_arch = "x86_64"))]
+type PackedI8 = ();
+
+/// x quantized and packed once for the panel kernels, if any job needs it.
+fn packed_x(
+    by_kernel: &[(Kernel, Vec<Job>)],
+    x: &[f32],
+    m: usize,
+    k: usize,
+    threads: usize,
+) -> Result<Option<PackedI8>> {
+    #[cfg(target_arch = "x86_64")]
+    if by_kernel
+        .iter()
+        .any(|(kn, _)| matches!(kn, Kernel::Amx | Kernel::Vec(_)))
+    {
+        return super::i8panel::PackedX::new(x, m, k, threads).map(Some);
+    }
+    let _ = (by_kernel, x, m, k, threads);
+    Ok(None)
+}
+
+/// The jobs of one call on one kernel, split over up to `threads` workers by units of
+/// rows; `packed` is x for the panel kernels.
 fn run(
-    tier: QTier,
-    path: QPath,
+    kernel: Kernel,
     x: &[f32],
     m: usize,
     k: usize,
     jobs: &[Job],
     threads: usize,
+    packed: Option<&PackedI8>,
 ) -> Result<()> {
     if jobs.is_empty() {
         return Ok(());
     }
-    let unit_rows = match path {
-        QPath::Int8 => INT8_ROWS,
-        QPath::Tiles => TILE_ROWS,
-        QPath::Amx => AMX_ROWS,
+    let unit_rows = match kernel {
+        Kernel::Int8(_) => INT8_ROWS,
+        Kernel::Tiles => TILE_ROWS,
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Amx | Kernel::Vec(_) => PANEL_ROWS,
     };
     let units: usize = jobs.iter().map(|j| j.w.rows().div_ceil(unit_rows)).sum();
     let weights: usize = jobs.iter().map(|j| j.w.rows() * k).sum();
@@ -213,18 +289,18 @@ fn run(
         threads.clamp(1, units)
     };
     // Int8 units are equal and tiny (16 rows of one dot each): fixed shares. Tile and
-    // AMX units are many microseconds each: handed out as threads come free.
+    // panel units are many microseconds each: handed out as threads come free.
     let range = |t: usize| units * t / threads..units * (t + 1) / threads;
     let shares =
         |run: &(dyn Fn(std::ops::Range<usize>) + Sync)| team::fork(threads, &|t| run(range(t)));
     let one_by_one = |run: &(dyn Fn(std::ops::Range<usize>) + Sync)| {
         team::for_each(threads, units, &|u| run(u..u + 1))
     };
-    match path {
-        QPath::Int8 => {
+    match kernel {
+        Kernel::Int8(tier) => {
             // One quantization of x per activation format the products need.
             let kernels: Vec<(ActFormat, RowDot)> =
-                jobs.iter().map(|j| kernel(j.w.ty(), tier)).collect();
+                jobs.iter().map(|j| qdot::kernel(j.w.ty(), tier)).collect();
             let mut acts: Vec<Acts> = Vec::new();
             for &(f, _) in &kernels {
                 if !acts.iter().any(|a| a.format == f) {
@@ -233,17 +309,17 @@ fn run(
             }
             shares(&|r| int8_units(jobs, &kernels, &acts, m, r))?;
         }
-        QPath::Tiles => {
+        Kernel::Tiles => {
             let packed = dense::pack_x(Tier::detect(), x, m, k);
             one_by_one(&|r| tile_units(jobs, &packed, k, r))?;
         }
         #[cfg(target_arch = "x86_64")]
-        QPath::Amx => {
-            let packed = super::amx::PackedX::new(x, m, k, threads)?;
-            one_by_one(&|r| amx_units(jobs, &packed, r))?;
+        Kernel::Amx | Kernel::Vec(_) => {
+            let packed = packed.ok_or_else(|| {
+                Error::Internal("quantized product: the panel kernels need x packed".into())
+            })?;
+            one_by_one(&|r| panel_units(kernel, jobs, packed, r))?;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        QPath::Amx => unreachable!("no job is on_amx off x86_64"),
     }
     Ok(())
 }
@@ -333,32 +409,46 @@ fn tile_units(jobs: &[Job], packed: &dense::PackedX, k: usize, range: std::ops::
 
 #[cfg(target_arch = "x86_64")]
 thread_local! {
-    /// A worker's unpacked panel of W for the AMX path, kept between calls.
-    static PANEL: RefCell<super::amx::Panel> = RefCell::new(super::amx::Panel::default());
+    /// A worker's unpacked panel of W for the panel kernels, kept between calls.
+    static PANEL: RefCell<super::i8panel::Panel> = RefCell::new(Default::default());
 }
 
 #[cfg(target_arch = "x86_64")]
-fn amx_units(jobs: &[Job], packed: &super::amx::PackedX, range: std::ops::Range<usize>) {
+fn panel_units(
+    kernel: Kernel,
+    jobs: &[Job],
+    packed: &super::i8panel::PackedX,
+    range: std::ops::Range<usize>,
+) {
     PANEL.with_borrow_mut(|panel| {
-        for_units(jobs, AMX_ROWS, range, |i, j0, r| {
+        for_units(jobs, PANEL_ROWS, range, |i, j0, r| {
             let job = &jobs[i];
             let (w, n) = (job.w, job.w.rows());
             let bias = job.bias.map(|b| &b[j0..j0 + r]);
             let rb = w.row_bytes();
-            // SAFETY: jobs reach this path only when `amx::available()` (on_amx); columns
-            // j0..j0 + r of y [m, n] belong to this unit.
+            let rows = &w.bytes()[j0 * rb..(j0 + r) * rb];
+            let y = job.y.0.wrapping_add(j0);
+            // SAFETY: jobs reach a panel kernel only when `panel_kernel` found it available
+            // for their type; columns j0..j0 + r of y [m, n] belong to this unit.
             unsafe {
-                super::amx::panel_product(
-                    w.ty(),
-                    &w.bytes()[j0 * rb..(j0 + r) * rb],
-                    rb,
-                    r,
-                    packed,
-                    bias,
-                    job.y.0.add(j0),
-                    n,
-                    panel,
-                )
+                match kernel {
+                    Kernel::Amx => {
+                        super::amx::panel_product(w.ty(), rows, rb, r, packed, bias, y, n, panel)
+                    }
+                    Kernel::Vec(vt) => super::i8vec::panel_product(
+                        vt,
+                        w.ty(),
+                        rows,
+                        rb,
+                        r,
+                        packed,
+                        bias,
+                        y,
+                        n,
+                        panel,
+                    ),
+                    _ => unreachable!("panel_units runs the panel kernels only"),
+                }
             };
         });
     });

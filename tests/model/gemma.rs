@@ -8,10 +8,11 @@ use std::sync::OnceLock;
 
 use attnviz::model::find;
 use attnviz::model::forward::{ForwardOptions, forward};
-use attnviz::model::generate::{GenerateOptions, generate};
 use attnviz::model::load::{LoadedModel, load};
 use attnviz::model::predict::{token_loss, top_k};
 use serde_json::Value;
+
+use crate::model_common::assert_greedy_matches;
 
 const GEMMA: &str = "gemma3_270m/gemma-3-270m-q4_k_m.gguf";
 
@@ -111,21 +112,13 @@ fn gemma3_tokens_attention_loss_and_top_token_match_transformers() {
 fn gemma3_greedy_tokens_match_transformers() {
     let Some(m) = gemma() else { return };
     for case in cases().iter().filter(|c| c.get("greedy").is_some()) {
-        let prompt = ids(&case["ids"]);
-        let opts = GenerateOptions {
-            max_tokens: 8,
-            forward: ForwardOptions {
-                keep_attention: false,
-                ..ForwardOptions::default()
-            },
-            ..GenerateOptions::default()
-        };
-        let g = generate(&m.config, &m.weights, &prompt, &opts, |_| true).unwrap();
-        assert_eq!(
-            g.tokens(),
-            ids(&case["greedy"]),
-            "greedy after {:?}",
-            case["text"]
+        let name = format!("greedy after {:?}", case["text"]);
+        assert_greedy_matches(
+            &m.config,
+            &m.weights,
+            &ids(&case["ids"]),
+            &ids(&case["greedy"]),
+            &name,
         );
     }
 }

@@ -1,0 +1,280 @@
+//! The operands of a quantized product over many rows of x with int8 activations, as
+//! both of its kernels take them (the AMX tile unit, [`super::amx`], and AVX-512 VNNI or
+//! AVX2 vectors, [`super::i8vec`]): x quantized to int8 blocks of 32 values and packed
+//! 16 tokens at a time, and 16 rows of W unpacked to their integer levels with one scale
+//! and one correction per block of 32. A block's integer dot then meets its scales as
+//! y += dot d_w d_x + c_w s_x, where s_x = d_x sum q_x and c_w is the block's minimum
+//! (Q4_1, Q5_1, the k-quants' -dmin m) or its offset times d_w (Q4_0: -8 d_w).
+//!
+//! Layouts: x's levels per group of 16 tokens and block, 512 bytes in the order of an AMX
+//! B tile (row r holds values 4r..4r+4 of each of the 16 tokens), which is also the order
+//! an 8-bit vector dot product wants with the tokens along the lanes; W's levels per
+//! block, 16 rows of 32 bytes (an A tile), block after block.
+
+use std::arch::x86_64::*;
+
+use crate::error::Result;
+use crate::kernel::team;
+
+use super::acts;
+use super::qdot::x86::{Iq4NlL, Levels, Q4_0L, Q4_1L, Q5_0L, Q5_1L, Q8_0L, half, halves2};
+use super::quant::{GgmlType, QK_K, scale_min_k4};
+
+/// Rows of W (and tokens) per panel and group.
+pub const TILE: usize = 16;
+
+/// Values per quantized block of x (and of W's levels).
+pub const BLOCK: usize = 32;
+
+/// How a type's blocks become levels: bytes per block (per super-block of 256 values for
+/// the k-quants), the offset subtracted from its levels, whether it stores a minimum,
+/// whether its levels are signed, and the largest level of an unsigned type.
+#[derive(Clone, Copy)]
+pub struct Kind {
+    pub bytes: usize,
+    pub offset: f32,
+    pub has_min: bool,
+    pub signed: bool,
+    pub max_level: u8,
+}
+
+pub fn kind(ty: GgmlType) -> Option<Kind> {
+    let k = |bytes, offset, has_min, signed, max_level| {
+        Some(Kind {
+            bytes,
+            offset,
+            has_min,
+            signed,
+            max_level,
+        })
+    };
+    match ty {
+        GgmlType::Q4_0 => k(18, 8.0, false, false, 15),
+        GgmlType::Q4_1 => k(20, 0.0, true, false, 15),
+        GgmlType::Q5_0 => k(22, 16.0, false, false, 31),
+        GgmlType::Q5_1 => k(24, 0.0, true, false, 31),
+        GgmlType::Q8_0 => k(34, 0.0, false, true, 127),
+        GgmlType::Iq4Nl => k(18, 0.0, false, true, 127),
+        GgmlType::Q4K => k(144, 0.0, true, false, 15),
+        GgmlType::Q5K => k(176, 0.0, true, false, 31),
+        _ => None,
+    }
+}
+
+/// x [m, k] quantized and packed: per group of 16 tokens (the last padded with zeros) and
+/// block of 32 values, 512 bytes of levels, 16 scales d_x and 16 sums s_x = d_x sum q_x.
+pub struct PackedX {
+    pub m: usize,
+    pub k: usize,
+    pub groups: usize,
+    pub levels: Vec<i8>,
+    pub d: Vec<f32>,
+    pub s: Vec<f32>,
+}
+
+impl PackedX {
+    /// Quantize as [`super::qdot::Acts`] does (the same function, so the same levels, and
+    /// both int8 paths see the same activations). k a multiple of 32; the groups of 16
+    /// tokens are quantized by up to `threads` threads.
+    pub fn new(x: &[f32], m: usize, k: usize, threads: usize) -> Result<PackedX> {
+        assert!(k.is_multiple_of(BLOCK) && x.len() == m * k);
+        let groups = m.div_ceil(TILE);
+        let nb = k / BLOCK;
+        let mut p = PackedX {
+            m,
+            k,
+            groups,
+            levels: vec![0; groups * nb * TILE * BLOCK],
+            d: vec![0.0; groups * nb * TILE],
+            s: vec![0.0; groups * nb * TILE],
+        };
+        let (lb, sb) = (nb * TILE * BLOCK, nb * TILE);
+        let mut chunks: Vec<GroupChunks> = p
+            .levels
+            .chunks_mut(lb)
+            .zip(p.d.chunks_mut(sb))
+            .zip(p.s.chunks_mut(sb))
+            .collect();
+        let group = |g: usize, ((levels, d), s): &mut GroupChunks| {
+            let mut q = [0i8; BLOCK];
+            for lane in 0..TILE.min(m - g * TILE) {
+                let t = g * TILE + lane;
+                for (b, xb) in x[t * k..][..k].chunks_exact(BLOCK).enumerate() {
+                    let db = acts::quantize_block(xb, &mut q);
+                    let tile = &mut levels[b * TILE * BLOCK..][..TILE * BLOCK];
+                    for (r, quad) in q.chunks_exact(4).enumerate() {
+                        tile[(r * TILE + lane) * 4..][..4].copy_from_slice(quad);
+                    }
+                    let sum: i32 = q.iter().map(|&v| v as i32).sum();
+                    d[b * TILE + lane] = db;
+                    s[b * TILE + lane] = db * sum as f32;
+                }
+            }
+        };
+        team::for_each_mut(threads, &mut chunks, &group)?;
+        Ok(p)
+    }
+
+    /// The levels of group g, block b (512 bytes).
+    #[inline(always)]
+    pub fn block_levels(&self, g: usize, b: usize) -> *const i8 {
+        let nb = self.k / BLOCK;
+        self.levels
+            .as_ptr()
+            .wrapping_add((g * nb + b) * TILE * BLOCK)
+    }
+
+    /// Index of group g, block b's 16 scales (and sums).
+    #[inline(always)]
+    pub fn scale_at(&self, g: usize, b: usize) -> usize {
+        (g * (self.k / BLOCK) + b) * TILE
+    }
+}
+
+/// One group's levels, scales and sums in [`PackedX::new`].
+type GroupChunks<'a> = ((&'a mut [i8], &'a mut [f32]), &'a mut [f32]);
+
+/// One worker's 16 rows of W unpacked: per block, 16 rows x 32 levels (zero rows past
+/// W's end, 512 contiguous bytes), 16 scales d_w and 16 corrections c_w.
+#[derive(Default)]
+pub struct Panel {
+    pub levels: Vec<u8>,
+    pub d: Vec<f32>,
+    pub c: Vec<f32>,
+}
+
+impl Panel {
+    /// The levels of block b (512 bytes).
+    #[inline(always)]
+    pub fn block_levels(&self, b: usize) -> *const u8 {
+        self.levels.as_ptr().wrapping_add(b * TILE * BLOCK)
+    }
+}
+
+/// Unpack rows `rows` (at most 16) of W, each `row_bytes` long starting at `w`, into
+/// `panel`; k values per row. Needs AVX2, FMA and F16C.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `ty` must have a [`kind`].
+pub unsafe fn unpack(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    rows: usize,
+    k: usize,
+    panel: &mut Panel,
+) {
+    let kd = kind(ty).expect("unpack only takes types with a kind");
+    let nb = k / BLOCK;
+    let per_row = if kd.bytes > 34 { k / QK_K } else { nb };
+    assert!(rows <= TILE && w.len() >= rows * row_bytes && row_bytes == per_row * kd.bytes);
+    panel.levels.clear();
+    panel.levels.resize(TILE * k, 0);
+    panel.d.clear();
+    panel.d.resize(nb * TILE, 0.0);
+    panel.c.clear();
+    panel.c.resize(nb * TILE, 0.0);
+    // SAFETY: the caller's CPU features; the sizes are asserted above.
+    unsafe {
+        match ty {
+            GgmlType::Q4_0 => unpack_rows::<Q4_0L>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Q4_1 => unpack_rows::<Q4_1L>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Q5_0 => unpack_rows::<Q5_0L>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Q5_1 => unpack_rows::<Q5_1L>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Q8_0 => unpack_rows::<Q8_0L>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Iq4Nl => unpack_rows::<Iq4NlL>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Q4K => unpack_k4::<false>(w, row_bytes, rows, k, panel),
+            GgmlType::Q5K => unpack_k4::<true>(w, row_bytes, rows, k, panel),
+            _ => unreachable!("kind() is None for {}", ty.name()),
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_rows<L: Levels>(
+    kd: Kind,
+    w: &[u8],
+    row_bytes: usize,
+    rows: usize,
+    k: usize,
+    panel: &mut Panel,
+) {
+    let nb = k / BLOCK;
+    for r in 0..rows {
+        let row = &w[r * row_bytes..][..row_bytes];
+        for b in 0..nb {
+            // SAFETY: block b of the row is `kd.bytes` long inside `row`; 32 bytes of the
+            // block's levels at row r.
+            unsafe {
+                let blk = row.as_ptr().add(b * kd.bytes);
+                // The weights stream from memory once per call: ask for them 2 KB ahead
+                // (a prefetch never faults, past the row's end included).
+                _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(2048).cast());
+                let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
+                _mm256_storeu_si256(dst.cast(), L::levels(blk));
+                let (d, m) = if kd.has_min {
+                    halves2(blk)
+                } else {
+                    (half(blk), 0.0)
+                };
+                panel.d[b * TILE + r] = d;
+                panel.c[b * TILE + r] = m - kd.offset * d;
+            }
+        }
+    }
+}
+
+/// Q4_K and Q5_K: each sub-block of 32 is a block, d_w = d sc_s, c_w = -dmin m_s (the
+/// layouts are in [`super::quant`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_k4<const Q5: bool>(
+    w: &[u8],
+    row_bytes: usize,
+    rows: usize,
+    k: usize,
+    panel: &mut Panel,
+) {
+    let bytes = if Q5 { 176 } else { 144 };
+    let mask = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
+    for r in 0..rows {
+        let row = &w[r * row_bytes..][..row_bytes];
+        for sb in 0..k / QK_K {
+            let blk = &row[sb * bytes..][..bytes];
+            // SAFETY: every load is inside `blk` (bytes long); every store inside the
+            // panel (nb blocks of 16 rows x 32 levels, nb x 16 scales).
+            unsafe {
+                let p = blk.as_ptr();
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048).cast());
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + 64).cast());
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + 128).cast());
+                let (d, dmin) = halves2(p);
+                let qs = p.add(if Q5 { 48 } else { 16 });
+                let qh = if Q5 {
+                    _mm256_loadu_si256(p.add(16).cast())
+                } else {
+                    _mm256_setzero_si256()
+                };
+                for c in 0..4 {
+                    let q = _mm256_loadu_si256(qs.add(32 * c).cast());
+                    let mut lo = _mm256_and_si256(q, mask);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+                    if Q5 {
+                        let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c as i32));
+                        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+                        let h = _mm256_srli_epi16(h, 1);
+                        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+                    }
+                    for (j, v) in [(2 * c, lo), (2 * c + 1, hi)] {
+                        let b = sb * 8 + j;
+                        let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
+                        _mm256_storeu_si256(dst.cast(), v);
+                        let (s, m) = scale_min_k4(j, &blk[4..16]);
+                        panel.d[b * TILE + r] = d * s as f32;
+                        panel.c[b * TILE + r] = -(dmin * m as f32);
+                    }
+                }
+            }
+        }
+    }
+}
