@@ -113,6 +113,7 @@ impl<'a> Acts<'a> {
 
 /// One block's levels into `qb` (as long as `xb`, a multiple of 16 values); returns its
 /// scale d. On AVX2 vectors where the CPU has them, the same bits.
+#[inline]
 pub(crate) fn quantize_block(xb: &[f32], qb: &mut [i8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") {
@@ -143,6 +144,7 @@ mod x86 {
     /// when the block holds a NaN or an infinity, which the scalar loop handles.
     /// `xb.len()` is a multiple of 16, and `qb` as long.
     #[target_feature(enable = "avx2")]
+    #[inline]
     pub(super) unsafe fn quantize(xb: &[f32], qb: &mut [i8]) -> Option<f32> {
         assert!(xb.len().is_multiple_of(16) && qb.len() == xb.len());
         // SAFETY: every load and store below is inside xb / qb (lengths just checked).

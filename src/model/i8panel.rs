@@ -78,6 +78,10 @@ impl PackedX {
     /// tokens are quantized by up to `threads` threads.
     pub fn new(x: &[f32], m: usize, k: usize, threads: usize) -> Result<PackedX> {
         assert!(k.is_multiple_of(BLOCK) && x.len() == m * k);
+        assert!(
+            is_x86_feature_detected!("avx2"),
+            "the panel kernels need AVX2"
+        );
         let groups = m.div_ceil(TILE);
         let nb = k / BLOCK;
         let mut p = PackedX {
@@ -96,18 +100,15 @@ impl PackedX {
             .zip(p.s.chunks_mut(sb))
             .collect();
         let group = |g: usize, ((levels, d), s): &mut GroupChunks| {
-            let mut q = [0i8; BLOCK];
             for lane in 0..TILE.min(m - g * TILE) {
                 let t = g * TILE + lane;
                 for (b, xb) in x[t * k..][..k].chunks_exact(BLOCK).enumerate() {
-                    let db = acts::quantize_block(xb, &mut q);
                     let tile = &mut levels[b * TILE * BLOCK..][..TILE * BLOCK];
-                    for (r, quad) in q.chunks_exact(4).enumerate() {
-                        tile[(r * TILE + lane) * 4..][..4].copy_from_slice(quad);
-                    }
-                    let sum: i32 = q.iter().map(|&v| v as i32).sum();
-                    d[b * TILE + lane] = db;
-                    s[b * TILE + lane] = db * sum as f32;
+                    // SAFETY: AVX2 (asserted above); 32 values in xb, 512 levels in tile,
+                    // lane < 16.
+                    let db = unsafe { quantize_into(xb, tile, lane) };
+                    d[b * TILE + lane] = db.0;
+                    s[b * TILE + lane] = db.0 * db.1 as f32;
                 }
             }
         };
@@ -128,6 +129,36 @@ impl PackedX {
     #[inline(always)]
     pub fn scale_at(&self, g: usize, b: usize) -> usize {
         (g * (self.k / BLOCK) + b) * TILE
+    }
+}
+
+/// One block of 32 values of one token quantized into its lane of a group's block (row r
+/// holds values 4r..4r+4 of each token, token after token); returns d and the levels'
+/// sum. The levels come from [`acts::quantize_block`]'s vector loop, so they are the row
+/// dots' bits; a block holding a NaN or an infinity takes its scalar loop.
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_into(xb: &[f32], tile: &mut [i8], lane: usize) -> (f32, i32) {
+    assert!(xb.len() == BLOCK && tile.len() == TILE * BLOCK && lane < TILE);
+    let mut q = [0i8; BLOCK];
+    let d = acts::quantize_block(xb, &mut q);
+    // SAFETY: 32 levels in q; the stores land at (r * 16 + lane) * 4 + 4 <= 512 bytes.
+    unsafe {
+        let v = _mm256_loadu_si256(q.as_ptr().cast());
+        let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
+        let quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(quads),
+            _mm256_extracti128_si256::<1>(quads),
+        );
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        let dst = tile.as_mut_ptr().cast::<u32>();
+        let src = q.as_ptr().cast::<u32>();
+        for r in 0..BLOCK / 4 {
+            dst.add(r * TILE + lane)
+                .write_unaligned(src.add(r).read_unaligned());
+        }
+        (d, _mm_cvtsi128_si32(s))
     }
 }
 
@@ -273,6 +304,54 @@ unsafe fn unpack_k4<const Q5: bool>(
                         panel.d[b * TILE + r] = d * s as f32;
                         panel.c[b * TILE + r] = -(dmin * m as f32);
                     }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::qdot::{ActFormat, Acts};
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// x's packed levels, scales and sums are the row dots' (Acts) bits, block by block,
+    /// with blocks on the rounding's edges (exact halves), an all-zero block, a NaN block,
+    /// and a last group of 16 tokens that is not full.
+    #[test]
+    fn packed_levels_are_the_row_dots_bits() {
+        let mut r = ChaCha8Rng::seed_from_u64(21);
+        let (m, k) = (19, 96);
+        let mut x: Vec<f32> = (0..m * k).map(|_| r.random_range(-3.0..3.0)).collect();
+        for (i, v) in x[..32].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) / 2.0 * (127.0 / 16.0) / 127.0 * 16.0;
+        }
+        x[32..64].fill(0.0);
+        x[5 * k + 40] = f32::NAN;
+        let acts = Acts::new(ActFormat::Q8x32, &x, k);
+        let p = PackedX::new(&x, m, k, 2).unwrap();
+        for t in 0..m {
+            let row = acts.row(t);
+            let (g, lane) = (t / TILE, t % TILE);
+            for b in 0..k / BLOCK {
+                let at = p.scale_at(g, b) + lane;
+                assert_eq!(
+                    p.d[at].to_bits(),
+                    row.d[b].to_bits(),
+                    "d of token {t} block {b}"
+                );
+                assert_eq!(
+                    p.s[at].to_bits(),
+                    row.ds[b].to_bits(),
+                    "s of token {t} block {b}"
+                );
+                let levels = p.block_levels(g, b);
+                for v in 0..BLOCK {
+                    // SAFETY: value v of this lane inside the block's 512 bytes.
+                    let got = unsafe { *levels.add(((v / 4) * TILE + lane) * 4 + v % 4) };
+                    assert_eq!(got, row.qs[b * BLOCK + v], "token {t} block {b} value {v}");
                 }
             }
         }
