@@ -80,29 +80,31 @@ fn request_permission() -> bool {
 }
 
 /// Whether the tile path takes W of type `ty` (the 32-value block types and Q4_K, Q5_K,
-/// whose sub-blocks of 32 are blocks here).
+/// whose sub-blocks of 32 are blocks here, and Q6_K, whose sub-blocks of 16 are halves).
 pub fn supports(ty: GgmlType) -> bool {
     kind(ty).is_some()
 }
 
 /// The tile shapes: tmm0..tmm3 the int32 results (16 x 64 bytes), tmm4/tmm6 the A tiles
-/// (16 rows x 32 bytes of W), tmm5/tmm7 the B tiles (8 rows x 64 bytes of x).
+/// (16 rows x 32 / parts bytes of W), tmm5/tmm7 the B tiles (8 / parts rows x 64 bytes of
+/// x): with two parts, each multiply takes half a block (16 values).
 #[repr(C, align(64))]
 struct TileConfig([u8; 64]);
 
 impl TileConfig {
-    fn new() -> TileConfig {
+    fn new(parts: usize) -> TileConfig {
         let mut c = TileConfig([0; 64]);
         c.0[0] = 1; // palette 1
+        let (a_cols, b_rows) = ((BLOCK / parts) as u16, (BLOCK / 4 / parts) as u8);
         let shapes: [(usize, u8, u16); 8] = [
             (0, 16, 64),
             (1, 16, 64),
             (2, 16, 64),
             (3, 16, 64),
-            (4, 16, 32),
-            (5, 8, 64),
-            (6, 16, 32),
-            (7, 8, 64),
+            (4, 16, a_cols),
+            (5, b_rows, 64),
+            (6, 16, a_cols),
+            (7, b_rows, 64),
         ];
         for (i, rows, colsb) in shapes {
             c.0[16 + 2 * i..18 + 2 * i].copy_from_slice(&colsb.to_le_bytes());
@@ -135,7 +137,7 @@ pub unsafe fn panel_product(
     // SAFETY: `available` checked AVX2, FMA and F16C; `supports` types only.
     unsafe { unpack(ty, w, row_bytes, rows, k, panel) };
     let kd = kind(ty).expect("checked by unpack");
-    let cfg = TileConfig::new();
+    let cfg = TileConfig::new(kd.parts);
     let mut out = [[0.0f32; TILE]; TILE];
     let mut bias16 = [0.0f32; TILE];
     if let Some(b) = bias {
@@ -146,11 +148,12 @@ pub unsafe fn panel_product(
     unsafe {
         asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
         for g in 0..x.groups {
-            match (kd.signed, kd.has_min || kd.offset != 0.0) {
-                (false, true) => group::<false, true>(panel, x, g, &mut out),
-                (false, false) => group::<false, false>(panel, x, g, &mut out),
-                (true, true) => group::<true, true>(panel, x, g, &mut out),
-                (true, false) => group::<true, false>(panel, x, g, &mut out),
+            match (kd.signed, kd.corrected(), kd.parts) {
+                (false, true, 1) => group::<false, true, 1>(panel, x, g, &mut out),
+                (false, false, 1) => group::<false, false, 1>(panel, x, g, &mut out),
+                (true, true, 1) => group::<true, true, 1>(panel, x, g, &mut out),
+                (true, false, 1) => group::<true, false, 1>(panel, x, g, &mut out),
+                _ => group::<false, true, 2>(panel, x, g, &mut out),
             }
             write_out(
                 &out,
@@ -232,27 +235,36 @@ macro_rules! store {
     };
 }
 
-/// One group of 16 tokens against the panel, every block: out[row][token].
+/// One group of 16 tokens against the panel, every block: out[row][token]. With PARTS 2
+/// each half of a block (16 values: half of W's row of 32 bytes, half of x's 8 rows of
+/// 64) is a multiply of its own.
 #[target_feature(enable = "avx512f")]
-unsafe fn group<const SIGNED: bool, const MIN: bool>(
+unsafe fn group<const SIGNED: bool, const MIN: bool, const PARTS: usize>(
     panel: &Panel,
     x: &PackedX,
     g: usize,
     out: &mut [[f32; TILE]; TILE],
 ) {
-    let nb = x.k / BLOCK;
+    let units = x.k / BLOCK * PARTS;
     let mut ints: [Ints; 4] = std::array::from_fn(|_| Ints([[0; TILE]; TILE]));
     let mut acc = [_mm512_setzero_ps(); TILE];
-    let a = |b: usize| panel.block_levels(b);
-    let bx = |b: usize| x.block_levels(g, b);
-    // SAFETY (the whole body): block indices stay below nb, so every tile load reads inside
-    // the panel (nb tiles of 512 bytes) and x's packed levels; the scales likewise.
+    let part = |u: usize| u % PARTS;
+    let a = |u: usize| {
+        let bytes = BLOCK / PARTS;
+        panel.block_levels(u / PARTS).wrapping_add(part(u) * bytes)
+    };
+    let bx = |u: usize| {
+        let bytes = TILE * BLOCK / PARTS;
+        x.block_levels(g, u / PARTS).wrapping_add(part(u) * bytes)
+    };
+    // SAFETY (the whole body): unit indices stay below nb x PARTS, so every tile load reads
+    // inside the panel (nb tiles of 512 bytes) and x's packed levels; the scales likewise.
     unsafe {
-        // Block j's result goes to tile j % 4, its operands to pair j % 2; each step
-        // issues the block three ahead, so up to three multiplies are in flight while a
-        // block's result meets its scales.
+        // Unit j's result goes to tile j % 4, its operands to pair j % 2; each step
+        // issues the unit three ahead, so up to three multiplies are in flight while a
+        // unit's result meets its scales.
         let issue = |j: usize| {
-            if j < nb {
+            if j < units {
                 match j % 4 {
                     0 => issue!(SIGNED, "0", "4", "5", a(j), BLOCK, bx(j)),
                     1 => issue!(SIGNED, "1", "6", "7", a(j), BLOCK, bx(j)),
@@ -264,16 +276,16 @@ unsafe fn group<const SIGNED: bool, const MIN: bool>(
         issue(0);
         issue(1);
         issue(2);
-        for b in 0..nb {
-            issue(b + 3);
-            let dst = ints[b % 4].0.as_mut_ptr();
-            match b % 4 {
+        for u in 0..units {
+            issue(u + 3);
+            let dst = ints[u % 4].0.as_mut_ptr();
+            match u % 4 {
                 0 => store!("0", dst),
                 1 => store!("1", dst),
                 2 => store!("2", dst),
                 _ => store!("3", dst),
             }
-            scale::<MIN>(&mut acc, &ints[b % 4], panel, x, g, b);
+            scale::<MIN, PARTS>(&mut acc, &ints[u % 4], panel, x, g, u);
         }
         for (o, v) in out.iter_mut().zip(acc) {
             _mm512_storeu_ps(o.as_mut_ptr(), v);
@@ -285,24 +297,25 @@ unsafe fn group<const SIGNED: bool, const MIN: bool>(
 #[repr(C, align(64))]
 struct Ints([[i32; TILE]; TILE]);
 
-/// acc[row] += ints[row] * d_w[row] d_x + c_w[row] s_x for block b of group g.
+/// acc[row] += ints[row] * d_w[row] d_x + c_w[row] s_x for unit u (block u / PARTS, its
+/// part u % PARTS) of group g.
 #[inline(always)]
-unsafe fn scale<const MIN: bool>(
+unsafe fn scale<const MIN: bool, const PARTS: usize>(
     acc: &mut [__m512; TILE],
     ints: &Ints,
     panel: &Panel,
     x: &PackedX,
     g: usize,
-    b: usize,
+    u: usize,
 ) {
-    let nb = x.k / BLOCK;
-    let at = (g * nb + b) * TILE;
-    // SAFETY: at + 16 <= groups x nb x 16 (the scales' length); b * 16 + 16 <= nb x 16.
+    let b = u / PARTS;
+    // SAFETY: b < nb: 16 scales of x's block b in group g, 16 sums of its part; the
+    // panel's 16 scales and corrections of unit u < nb x PARTS.
     unsafe {
-        let dx = _mm512_loadu_ps(x.d.as_ptr().add(at));
-        let sx = _mm512_loadu_ps(x.s.as_ptr().add(at));
-        let dw = panel.d.as_ptr().add(b * TILE);
-        let cw = panel.c.as_ptr().add(b * TILE);
+        let dx = _mm512_loadu_ps(x.d.as_ptr().add(x.scale_at(g, b)));
+        let sx = _mm512_loadu_ps(x.sums(g, b, PARTS, u % PARTS));
+        let dw = panel.d.as_ptr().add(u * TILE);
+        let cw = panel.c.as_ptr().add(u * TILE);
         for (r, acc) in acc.iter_mut().enumerate() {
             let v = _mm512_cvtepi32_ps(_mm512_load_si512(ints.0[r].as_ptr().cast()));
             let s = _mm512_mul_ps(dx, _mm512_set1_ps(*dw.add(r)));

@@ -4,7 +4,9 @@
 //! 16 tokens at a time, and 16 rows of W unpacked to their integer levels with one scale
 //! and one correction per block of 32. A block's integer dot then meets its scales as
 //! y += dot d_w d_x + c_w s_x, where s_x = d_x sum q_x and c_w is the block's minimum
-//! (Q4_1, Q5_1, the k-quants' -dmin m) or its offset times d_w (Q4_0: -8 d_w).
+//! (Q4_1, Q5_1, the k-quants' -dmin m) or its offset times d_w (Q4_0: -8 d_w). Q6_K's
+//! sub-blocks of 16 values have scales of their own: its blocks of 32 are split in two
+//! halves, each with its d_w and c_w = -32 d_w, met by x's sums over that half.
 //!
 //! Layouts: x's levels per group of 16 tokens and block, 512 bytes in the order of an AMX
 //! B tile (row r holds values 4r..4r+4 of each of the 16 tokens), which is also the order
@@ -28,7 +30,8 @@ pub const BLOCK: usize = 32;
 
 /// How a type's blocks become levels: bytes per block (per super-block of 256 values for
 /// the k-quants), the offset subtracted from its levels, whether it stores a minimum,
-/// whether its levels are signed, and the largest level of an unsigned type.
+/// whether its levels are signed, the largest level of an unsigned type, and how many
+/// parts of a block of 32 have scales of their own (2 for Q6_K's sub-blocks of 16).
 #[derive(Clone, Copy)]
 pub struct Kind {
     pub bytes: usize,
@@ -36,33 +39,45 @@ pub struct Kind {
     pub has_min: bool,
     pub signed: bool,
     pub max_level: u8,
+    pub parts: usize,
+}
+
+impl Kind {
+    /// Whether a block's result needs the correction c_w s_x.
+    pub fn corrected(&self) -> bool {
+        self.has_min || self.offset != 0.0
+    }
 }
 
 pub fn kind(ty: GgmlType) -> Option<Kind> {
-    let k = |bytes, offset, has_min, signed, max_level| {
+    let k = |bytes, offset, has_min, signed, max_level, parts| {
         Some(Kind {
             bytes,
             offset,
             has_min,
             signed,
             max_level,
+            parts,
         })
     };
     match ty {
-        GgmlType::Q4_0 => k(18, 8.0, false, false, 15),
-        GgmlType::Q4_1 => k(20, 0.0, true, false, 15),
-        GgmlType::Q5_0 => k(22, 16.0, false, false, 31),
-        GgmlType::Q5_1 => k(24, 0.0, true, false, 31),
-        GgmlType::Q8_0 => k(34, 0.0, false, true, 127),
-        GgmlType::Iq4Nl => k(18, 0.0, false, true, 127),
-        GgmlType::Q4K => k(144, 0.0, true, false, 15),
-        GgmlType::Q5K => k(176, 0.0, true, false, 31),
+        GgmlType::Q4_0 => k(18, 8.0, false, false, 15, 1),
+        GgmlType::Q4_1 => k(20, 0.0, true, false, 15, 1),
+        GgmlType::Q5_0 => k(22, 16.0, false, false, 31, 1),
+        GgmlType::Q5_1 => k(24, 0.0, true, false, 31, 1),
+        GgmlType::Q8_0 => k(34, 0.0, false, true, 127, 1),
+        GgmlType::Iq4Nl => k(18, 0.0, false, true, 127, 1),
+        GgmlType::Q4K => k(144, 0.0, true, false, 15, 1),
+        GgmlType::Q5K => k(176, 0.0, true, false, 31, 1),
+        GgmlType::Q6K => k(210, 32.0, false, false, 63, 2),
         _ => None,
     }
 }
 
 /// x [m, k] quantized and packed: per group of 16 tokens (the last padded with zeros) and
-/// block of 32 values, 512 bytes of levels, 16 scales d_x and 16 sums s_x = d_x sum q_x.
+/// block of 32 values, 512 bytes of levels, 16 scales d_x and 16 sums s_x = d_x sum q_x;
+/// when a product needs them (Q6_K), the sums of each half of 16 values too (`s16`, per
+/// group, block and half, 16 lanes).
 pub struct PackedX {
     pub m: usize,
     pub k: usize,
@@ -70,13 +85,14 @@ pub struct PackedX {
     pub levels: Vec<i8>,
     pub d: Vec<f32>,
     pub s: Vec<f32>,
+    pub s16: Vec<f32>,
 }
 
 impl PackedX {
     /// Quantize as [`super::qdot::Acts`] does (the same function, so the same levels, and
     /// both int8 paths see the same activations). k a multiple of 32; the groups of 16
-    /// tokens are quantized by up to `threads` threads.
-    pub fn new(x: &[f32], m: usize, k: usize, threads: usize) -> Result<PackedX> {
+    /// tokens are quantized by up to `threads` threads; `halves`: also the sums per 16.
+    pub fn new(x: &[f32], m: usize, k: usize, threads: usize, halves: bool) -> Result<PackedX> {
         assert!(k.is_multiple_of(BLOCK) && x.len() == m * k);
         assert!(
             is_x86_feature_detected!("avx2"),
@@ -91,24 +107,33 @@ impl PackedX {
             levels: vec![0; groups * nb * TILE * BLOCK],
             d: vec![0.0; groups * nb * TILE],
             s: vec![0.0; groups * nb * TILE],
+            s16: vec![0.0; if halves { 2 * groups * nb * TILE } else { 0 }],
         };
         let (lb, sb) = (nb * TILE * BLOCK, nb * TILE);
+        // Without halves every group gets an empty slice of s16.
+        let s16b = if halves { 2 * sb } else { 0 };
+        let mut s16 = p.s16.chunks_mut(s16b.max(1));
         let mut chunks: Vec<GroupChunks> = p
             .levels
             .chunks_mut(lb)
             .zip(p.d.chunks_mut(sb))
             .zip(p.s.chunks_mut(sb))
+            .map(|(ld, s)| (ld, s, s16.next().unwrap_or_default()))
             .collect();
-        let group = |g: usize, ((levels, d), s): &mut GroupChunks| {
+        let group = |g: usize, ((levels, d), s, s16): &mut GroupChunks| {
             for lane in 0..TILE.min(m - g * TILE) {
                 let t = g * TILE + lane;
                 for (b, xb) in x[t * k..][..k].chunks_exact(BLOCK).enumerate() {
                     let tile = &mut levels[b * TILE * BLOCK..][..TILE * BLOCK];
                     // SAFETY: AVX2 (asserted above); 32 values in xb, 512 levels in tile,
                     // lane < 16.
-                    let db = unsafe { quantize_into(xb, tile, lane) };
-                    d[b * TILE + lane] = db.0;
-                    s[b * TILE + lane] = db.0 * db.1 as f32;
+                    let (db, sum, lo) = unsafe { quantize_into(xb, tile, lane) };
+                    d[b * TILE + lane] = db;
+                    s[b * TILE + lane] = db * sum as f32;
+                    if halves {
+                        s16[2 * b * TILE + lane] = db * lo as f32;
+                        s16[(2 * b + 1) * TILE + lane] = db * (sum - lo) as f32;
+                    }
                 }
             }
         };
@@ -130,14 +155,28 @@ impl PackedX {
     pub fn scale_at(&self, g: usize, b: usize) -> usize {
         (g * (self.k / BLOCK) + b) * TILE
     }
+
+    /// The 16 sums s_x of part `h` of group g, block b: the whole block's (`parts` 1) or
+    /// those of its half h (`parts` 2, which [`PackedX::new`] must have been asked for).
+    #[inline(always)]
+    pub fn sums(&self, g: usize, b: usize, parts: usize, h: usize) -> *const f32 {
+        let at = self.scale_at(g, b);
+        if parts == 1 {
+            self.s.as_ptr().wrapping_add(at)
+        } else {
+            debug_assert!(!self.s16.is_empty());
+            self.s16.as_ptr().wrapping_add(2 * at + h * TILE)
+        }
+    }
 }
 
 /// One block of 32 values of one token quantized into its lane of a group's block (row r
 /// holds values 4r..4r+4 of each token, token after token); returns d and the levels'
-/// sum. The levels come from [`acts::quantize_block`]'s vector loop, so they are the row
-/// dots' bits; a block holding a NaN or an infinity takes its scalar loop.
+/// sum, and the sum of its first 16. The levels come from [`acts::quantize_block`]'s
+/// vector loop, so they are the row dots' bits; a block holding a NaN or an infinity
+/// takes its scalar loop.
 #[target_feature(enable = "avx2")]
-unsafe fn quantize_into(xb: &[f32], tile: &mut [i8], lane: usize) -> (f32, i32) {
+unsafe fn quantize_into(xb: &[f32], tile: &mut [i8], lane: usize) -> (f32, i32, i32) {
     assert!(xb.len() == BLOCK && tile.len() == TILE * BLOCK && lane < TILE);
     let mut q = [0i8; BLOCK];
     let d = acts::quantize_block(xb, &mut q);
@@ -146,27 +185,28 @@ unsafe fn quantize_into(xb: &[f32], tile: &mut [i8], lane: usize) -> (f32, i32) 
         let v = _mm256_loadu_si256(q.as_ptr().cast());
         let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
         let quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-        let s = _mm_add_epi32(
-            _mm256_castsi256_si128(quads),
-            _mm256_extracti128_si256::<1>(quads),
-        );
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        // Lanes 0..4 of the quads are the first 16 values, 4..8 the others.
+        let lo = _mm256_castsi256_si128(quads);
+        let hi = _mm256_extracti128_si256::<1>(quads);
+        let two = _mm_hadd_epi32(lo, hi);
+        let four = _mm_hadd_epi32(two, two);
         let dst = tile.as_mut_ptr().cast::<u32>();
         let src = q.as_ptr().cast::<u32>();
         for r in 0..BLOCK / 4 {
             dst.add(r * TILE + lane)
                 .write_unaligned(src.add(r).read_unaligned());
         }
-        (d, _mm_cvtsi128_si32(s))
+        let (first, second) = (_mm_cvtsi128_si32(four), _mm_extract_epi32::<1>(four));
+        (d, first + second, first)
     }
 }
 
-/// One group's levels, scales and sums in [`PackedX::new`].
-type GroupChunks<'a> = ((&'a mut [i8], &'a mut [f32]), &'a mut [f32]);
+/// One group's levels, scales, sums and sums per half in [`PackedX::new`].
+type GroupChunks<'a> = ((&'a mut [i8], &'a mut [f32]), &'a mut [f32], &'a mut [f32]);
 
 /// One worker's 16 rows of W unpacked: per block, 16 rows x 32 levels (zero rows past
-/// W's end, 512 contiguous bytes), 16 scales d_w and 16 corrections c_w.
+/// W's end, 512 contiguous bytes), and per block and part ([`Kind::parts`]) 16 scales d_w
+/// and 16 corrections c_w (at `(b * parts + h) * 16`).
 #[derive(Default)]
 pub struct Panel {
     pub levels: Vec<u8>,
@@ -202,9 +242,9 @@ pub unsafe fn unpack(
     panel.levels.clear();
     panel.levels.resize(TILE * k, 0);
     panel.d.clear();
-    panel.d.resize(nb * TILE, 0.0);
+    panel.d.resize(nb * kd.parts * TILE, 0.0);
     panel.c.clear();
-    panel.c.resize(nb * TILE, 0.0);
+    panel.c.resize(nb * kd.parts * TILE, 0.0);
     // SAFETY: the caller's CPU features; the sizes are asserted above.
     unsafe {
         match ty {
@@ -216,6 +256,7 @@ pub unsafe fn unpack(
             GgmlType::Iq4Nl => unpack_rows::<Iq4NlL>(kd, w, row_bytes, rows, k, panel),
             GgmlType::Q4K => unpack_k4::<false>(w, row_bytes, rows, k, panel),
             GgmlType::Q5K => unpack_k4::<true>(w, row_bytes, rows, k, panel),
+            GgmlType::Q6K => unpack_q6k(w, row_bytes, rows, k, panel),
             _ => unreachable!("kind() is None for {}", ty.name()),
         }
     }
@@ -310,6 +351,67 @@ unsafe fn unpack_k4<const Q5: bool>(
     }
 }
 
+/// Q6_K: levels 0..63 (the stored 6 bits, offset 32), each block of 32 in two halves of
+/// 16 with their own scale: d_w = d sc, c_w = -32 d_w at `(b * 2 + h) * 16 + row` (the
+/// layout is in [`super::quant`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_q6k(w: &[u8], row_bytes: usize, rows: usize, k: usize, panel: &mut Panel) {
+    const BYTES: usize = 210;
+    let low = _mm256_set1_epi8(0x0F);
+    let high = _mm256_set1_epi8(0x30);
+    for r in 0..rows {
+        let row = &w[r * row_bytes..][..row_bytes];
+        for sb in 0..k / QK_K {
+            let blk = &row[sb * BYTES..][..BYTES];
+            // SAFETY: every load is inside `blk` (210 bytes); every store inside the panel
+            // (nb blocks of 16 rows x 32 levels, nb x 2 x 16 scales).
+            unsafe {
+                let p = blk.as_ptr();
+                for ahead in [2048, 2048 + 64, 2048 + 128, 2048 + 192] {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead).cast());
+                }
+                let d = half(p.add(208));
+                for n in 0..2 {
+                    let ql0 = _mm256_loadu_si256(p.add(64 * n).cast());
+                    let ql1 = _mm256_loadu_si256(p.add(64 * n + 32).cast());
+                    let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
+                    // Bits 2c, 2c + 1 of qh become bits 4, 5 of block c's levels (16-bit
+                    // shifts: the mask drops what crosses into the neighbouring byte).
+                    let levels = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql0, low),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), high),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(ql1, low),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), high),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                            _mm256_and_si256(qh, high),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), high),
+                        ),
+                    ];
+                    for (c, v) in levels.into_iter().enumerate() {
+                        let b = sb * 8 + 4 * n + c;
+                        let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
+                        _mm256_storeu_si256(dst.cast(), v);
+                        for h in 0..2 {
+                            let sc = blk[192 + 8 * n + 2 * c + h] as i8;
+                            let dw = d * sc as f32;
+                            panel.d[(2 * b + h) * TILE + r] = dw;
+                            panel.c[(2 * b + h) * TILE + r] = -32.0 * dw;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,7 +433,7 @@ mod tests {
         x[32..64].fill(0.0);
         x[5 * k + 40] = f32::NAN;
         let acts = Acts::new(ActFormat::Q8x32, &x, k);
-        let p = PackedX::new(&x, m, k, 2).unwrap();
+        let p = PackedX::new(&x, m, k, 2, true).unwrap();
         for t in 0..m {
             let row = acts.row(t);
             let (g, lane) = (t / TILE, t % TILE);
@@ -353,7 +455,21 @@ mod tests {
                     let got = unsafe { *levels.add(((v / 4) * TILE + lane) * 4 + v % 4) };
                     assert_eq!(got, row.qs[b * BLOCK + v], "token {t} block {b} value {v}");
                 }
+                for h in 0..2 {
+                    let half = &row.qs[b * BLOCK + 16 * h..][..16];
+                    let sum: i32 = half.iter().map(|&q| q as i32).sum();
+                    // SAFETY: lane < 16 of the block's half h.
+                    let got = unsafe { *p.sums(g, b, 2, h).add(lane) };
+                    assert_eq!(
+                        got.to_bits(),
+                        (row.d[b] * sum as f32).to_bits(),
+                        "sum of half {h} of token {t} block {b}"
+                    );
+                }
             }
         }
+        let plain = PackedX::new(&x, m, k, 1, false).unwrap();
+        assert!(plain.s16.is_empty());
+        assert_eq!((plain.levels, plain.d, plain.s), (p.levels, p.d, p.s));
     }
 }

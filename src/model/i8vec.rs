@@ -9,8 +9,10 @@
 //! AVX2 4 rows x 16 tokens (two vectors). On AVX2 the pairs' i16 sums of several steps are
 //! added before they are widened to i32: with levels at most 15 (Q4_0, Q4_1, Q4_K) and
 //! |x| <= 127, a pair is at most 3,810 in magnitude, so all 8 steps of a block fit in i16;
-//! with levels at most 31 (the Q5 types) 4 steps do. Types with signed levels (Q8_0,
-//! IQ4_NL) stay on the f32 tiles here: `vpmaddubsw` takes one unsigned operand.
+//! with levels at most 31 (the Q5 types) 4 steps do, with Q6_K's (at most 63) 2. Types
+//! with signed levels (Q8_0, IQ4_NL) stay on the f32 tiles here: `vpmaddubsw` takes one
+//! unsigned operand. Q6_K's halves of a block (16 values each, 4 steps) meet their own
+//! scales.
 //!
 //! Each block's integer sums meet their scales as on AMX: y += dot d_w d_x + c_w s_x.
 //! Measured on an Intel Xeon (family 6 model 167) with the tile unit left unused, the
@@ -73,21 +75,31 @@ pub unsafe fn panel_product(
     assert!(!kd.signed && rows <= TILE);
     // SAFETY: both tiers have AVX2, FMA and F16C (`QTier::is_available` checks them).
     unsafe { unpack(ty, w, row_bytes, rows, x.k, panel) };
-    let min = kd.has_min || kd.offset != 0.0;
     let mut out = [[0.0f32; TILE]; TILE];
     for g in 0..x.groups {
         // SAFETY: the tier's features were detected; the kernels read inside the panel and
-        // x's group g.
+        // x's group g (its sums per half where the type has two parts).
         unsafe {
-            match (tier, min, kd.max_level <= 15) {
-                (VecTier::Vnni, true, _) => group_vnni::<true>(panel, x, g, rows, &mut out),
-                (VecTier::Vnni, false, _) => group_vnni::<false>(panel, x, g, rows, &mut out),
-                (VecTier::Avx2, true, true) => group_avx2::<8, true>(panel, x, g, rows, &mut out),
-                (VecTier::Avx2, false, true) => group_avx2::<8, false>(panel, x, g, rows, &mut out),
-                (VecTier::Avx2, true, false) => group_avx2::<4, true>(panel, x, g, rows, &mut out),
-                (VecTier::Avx2, false, false) => {
-                    group_avx2::<4, false>(panel, x, g, rows, &mut out)
+            match (tier, kd.corrected(), kd.parts, kd.max_level) {
+                (VecTier::Vnni, true, 1, _) => group_vnni::<true, 1>(panel, x, g, rows, &mut out),
+                (VecTier::Vnni, false, 1, _) => group_vnni::<false, 1>(panel, x, g, rows, &mut out),
+                (VecTier::Vnni, _, _, _) => group_vnni::<true, 2>(panel, x, g, rows, &mut out),
+                (VecTier::Avx2, true, 1, ..=15) => {
+                    group_avx2::<8, true, 1>(panel, x, g, rows, &mut out)
                 }
+                (VecTier::Avx2, false, 1, ..=15) => {
+                    group_avx2::<8, false, 1>(panel, x, g, rows, &mut out)
+                }
+                (VecTier::Avx2, true, 1, ..=31) => {
+                    group_avx2::<4, true, 1>(panel, x, g, rows, &mut out)
+                }
+                (VecTier::Avx2, false, 1, ..=31) => {
+                    group_avx2::<4, false, 1>(panel, x, g, rows, &mut out)
+                }
+                (VecTier::Avx2, true, 2, ..=63) => {
+                    group_avx2::<2, true, 2>(panel, x, g, rows, &mut out)
+                }
+                _ => unreachable!("no AVX2 kernel for {}", ty.name()),
             }
         }
         let tokens = TILE.min(x.m - g * TILE);
@@ -114,9 +126,10 @@ unsafe fn levels4(panel: &Panel, b: usize, row: usize, c: usize) -> i32 {
     }
 }
 
-/// Group g of x against the panel on AVX-512 VNNI: out[row][token], rows in eights.
+/// Group g of x against the panel on AVX-512 VNNI: out[row][token], rows in eights;
+/// each block's PARTS parts (of 32 / PARTS values) meet their own scales.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
-unsafe fn group_vnni<const MIN: bool>(
+unsafe fn group_vnni<const MIN: bool, const PARTS: usize>(
     panel: &Panel,
     x: &PackedX,
     g: usize,
@@ -124,30 +137,34 @@ unsafe fn group_vnni<const MIN: bool>(
     out: &mut [[f32; TILE]; TILE],
 ) {
     let nb = x.k / BLOCK;
+    let steps = BLOCK / 4 / PARTS;
     for r0 in (0..rows).step_by(8) {
         let mut acc = [_mm512_setzero_ps(); 8];
         for b in 0..nb {
-            // SAFETY: block b of group g: 512 bytes of x's levels, 16 scales and sums;
-            // the panel's block b.
+            // SAFETY: block b of group g: 512 bytes of x's levels, 16 scales and sums
+            // per part; the panel's block b and its scales per part.
             unsafe {
                 let xl = x.block_levels(g, b);
-                let mut dots = [_mm512_setzero_si512(); 8];
-                for c in 0..8 {
-                    let xv = _mm512_loadu_si512(xl.add(64 * c).cast());
-                    for (r, dot) in dots.iter_mut().enumerate() {
-                        let wv = _mm512_set1_epi32(levels4(panel, b, r0 + r, c));
-                        *dot = _mm512_dpbusd_epi32(*dot, wv, xv);
+                let dx = _mm512_loadu_ps(x.d.as_ptr().add(x.scale_at(g, b)));
+                for h in 0..PARTS {
+                    let mut dots = [_mm512_setzero_si512(); 8];
+                    for c in h * steps..(h + 1) * steps {
+                        let xv = _mm512_loadu_si512(xl.add(64 * c).cast());
+                        for (r, dot) in dots.iter_mut().enumerate() {
+                            let wv = _mm512_set1_epi32(levels4(panel, b, r0 + r, c));
+                            *dot = _mm512_dpbusd_epi32(*dot, wv, xv);
+                        }
                     }
-                }
-                let at = x.scale_at(g, b);
-                let dx = _mm512_loadu_ps(x.d.as_ptr().add(at));
-                let sx = _mm512_loadu_ps(x.s.as_ptr().add(at));
-                for (r, (acc, dot)) in acc.iter_mut().zip(dots).enumerate() {
-                    let dw = _mm512_set1_ps(*panel.d.get_unchecked(b * TILE + r0 + r));
-                    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dx, dw), *acc);
-                    if MIN {
-                        let cw = _mm512_set1_ps(*panel.c.get_unchecked(b * TILE + r0 + r));
-                        *acc = _mm512_fmadd_ps(sx, cw, *acc);
+                    let sx = _mm512_loadu_ps(x.sums(g, b, PARTS, h));
+                    let at = (b * PARTS + h) * TILE + r0;
+                    for (r, (acc, dot)) in acc.iter_mut().zip(dots).enumerate() {
+                        let dw = _mm512_set1_ps(*panel.d.get_unchecked(at + r));
+                        *acc =
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dx, dw), *acc);
+                        if MIN {
+                            let cw = _mm512_set1_ps(*panel.c.get_unchecked(at + r));
+                            *acc = _mm512_fmadd_ps(sx, cw, *acc);
+                        }
                     }
                 }
             }
@@ -160,9 +177,10 @@ unsafe fn group_vnni<const MIN: bool>(
 }
 
 /// Group g of x against the panel on AVX2: out[row][token], rows in fours, the pairs'
-/// i16 sums of SPAN steps added before they are widened.
+/// i16 sums of SPAN steps added before they are widened; each block's PARTS parts meet
+/// their own scales.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn group_avx2<const SPAN: usize, const MIN: bool>(
+unsafe fn group_avx2<const SPAN: usize, const MIN: bool, const PARTS: usize>(
     panel: &Panel,
     x: &PackedX,
     g: usize,
@@ -170,46 +188,50 @@ unsafe fn group_avx2<const SPAN: usize, const MIN: bool>(
     out: &mut [[f32; TILE]; TILE],
 ) {
     let nb = x.k / BLOCK;
+    let steps = BLOCK / 4 / PARTS;
     let ones = _mm256_set1_epi16(1);
     for r0 in (0..rows).step_by(4) {
         // acc[2 r + h]: row r0 + r, tokens 8h..8h + 8.
         let mut acc = [_mm256_setzero_ps(); 8];
         for b in 0..nb {
-            // SAFETY: block b of group g: 512 bytes of x's levels, 16 scales and sums;
-            // the panel's block b.
+            // SAFETY: block b of group g: 512 bytes of x's levels, 16 scales and sums
+            // per part; the panel's block b and its scales per part.
             unsafe {
                 let xl = x.block_levels(g, b);
-                let mut dots = [_mm256_setzero_si256(); 8];
-                for c0 in (0..8).step_by(SPAN) {
-                    let mut pairs = [_mm256_setzero_si256(); 8];
-                    for c in c0..c0 + SPAN {
-                        let x0 = _mm256_loadu_si256(xl.add(64 * c).cast());
-                        let x1 = _mm256_loadu_si256(xl.add(64 * c + 32).cast());
-                        for r in 0..4 {
-                            let wv = _mm256_set1_epi32(levels4(panel, b, r0 + r, c));
-                            let p0 = _mm256_maddubs_epi16(wv, x0);
-                            let p1 = _mm256_maddubs_epi16(wv, x1);
-                            pairs[2 * r] = _mm256_add_epi16(pairs[2 * r], p0);
-                            pairs[2 * r + 1] = _mm256_add_epi16(pairs[2 * r + 1], p1);
+                let at_x = x.scale_at(g, b);
+                for part in 0..PARTS {
+                    let mut dots = [_mm256_setzero_si256(); 8];
+                    for c0 in (part * steps..(part + 1) * steps).step_by(SPAN) {
+                        let mut pairs = [_mm256_setzero_si256(); 8];
+                        for c in c0..c0 + SPAN {
+                            let x0 = _mm256_loadu_si256(xl.add(64 * c).cast());
+                            let x1 = _mm256_loadu_si256(xl.add(64 * c + 32).cast());
+                            for r in 0..4 {
+                                let wv = _mm256_set1_epi32(levels4(panel, b, r0 + r, c));
+                                let p0 = _mm256_maddubs_epi16(wv, x0);
+                                let p1 = _mm256_maddubs_epi16(wv, x1);
+                                pairs[2 * r] = _mm256_add_epi16(pairs[2 * r], p0);
+                                pairs[2 * r + 1] = _mm256_add_epi16(pairs[2 * r + 1], p1);
+                            }
+                        }
+                        for (dot, p) in dots.iter_mut().zip(pairs) {
+                            *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(p, ones));
                         }
                     }
-                    for (dot, p) in dots.iter_mut().zip(pairs) {
-                        *dot = _mm256_add_epi32(*dot, _mm256_madd_epi16(p, ones));
-                    }
-                }
-                let at = x.scale_at(g, b);
-                for h in 0..2 {
-                    let dx = _mm256_loadu_ps(x.d.as_ptr().add(at + 8 * h));
-                    let sx = _mm256_loadu_ps(x.s.as_ptr().add(at + 8 * h));
-                    for r in 0..4 {
-                        let i = b * TILE + r0 + r;
-                        let dw = _mm256_set1_ps(*panel.d.get_unchecked(i));
-                        let v = _mm256_cvtepi32_ps(dots[2 * r + h]);
-                        let a = &mut acc[2 * r + h];
-                        *a = _mm256_fmadd_ps(v, _mm256_mul_ps(dx, dw), *a);
-                        if MIN {
-                            let cw = _mm256_set1_ps(*panel.c.get_unchecked(i));
-                            *a = _mm256_fmadd_ps(sx, cw, *a);
+                    let sums = x.sums(g, b, PARTS, part);
+                    for h in 0..2 {
+                        let dx = _mm256_loadu_ps(x.d.as_ptr().add(at_x + 8 * h));
+                        let sx = _mm256_loadu_ps(sums.add(8 * h));
+                        for r in 0..4 {
+                            let i = (b * PARTS + part) * TILE + r0 + r;
+                            let dw = _mm256_set1_ps(*panel.d.get_unchecked(i));
+                            let v = _mm256_cvtepi32_ps(dots[2 * r + h]);
+                            let a = &mut acc[2 * r + h];
+                            *a = _mm256_fmadd_ps(v, _mm256_mul_ps(dx, dw), *a);
+                            if MIN {
+                                let cw = _mm256_set1_ps(*panel.c.get_unchecked(i));
+                                *a = _mm256_fmadd_ps(sx, cw, *a);
+                            }
                         }
                     }
                 }

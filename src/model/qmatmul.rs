@@ -11,8 +11,8 @@
 //! - [`QPath::Panels`]: int8 activations against W's levels unpacked 16 rows at a time
 //!   ([`super::i8panel`]), many rows of x at once: on Intel's AMX tile unit
 //!   ([`super::amx`]) where the CPU has it, else on AVX-512 VNNI or AVX2 vectors
-//!   ([`super::i8vec`]), for the 32-value block types and Q4_K, Q5_K (AMX also takes
-//!   Q8_0 and IQ4_NL); the other types go to the tiles.
+//!   ([`super::i8vec`]), for the 32-value block types and Q4_K, Q5_K, Q6_K (AMX also
+//!   takes Q8_0 and IQ4_NL); the other types go to the tiles.
 //!
 //! By default one row of x runs on int8 and several rows on the panels, whose types the
 //! CPU cannot run there on the tiles. A forward over a text (what `model run` shows and the real-model tests
@@ -251,11 +251,18 @@ fn packed_x(
     threads: usize,
 ) -> Result<Option<PackedI8>> {
     #[cfg(target_arch = "x86_64")]
-    if by_kernel
-        .iter()
-        .any(|(kn, _)| matches!(kn, Kernel::Amx | Kernel::Vec(_)))
     {
-        return super::i8panel::PackedX::new(x, m, k, threads).map(Some);
+        // The most parts any panel job's type has (none: no job runs on the panels).
+        let parts = by_kernel
+            .iter()
+            .filter(|(kn, _)| matches!(kn, Kernel::Amx | Kernel::Vec(_)))
+            .flat_map(|(_, js)| js)
+            .filter_map(|j| super::i8panel::kind(j.w.ty()))
+            .map(|kd| kd.parts)
+            .max();
+        if let Some(parts) = parts {
+            return super::i8panel::PackedX::new(x, m, k, threads, parts > 1).map(Some);
+        }
     }
     let _ = (by_kernel, x, m, k, threads);
     Ok(None)

@@ -192,10 +192,12 @@ fn several_products_share_x_and_bad_shapes_are_errors() {
     let x: Vec<f32> = (0..m * k).map(|_| r.random_range(-1.0..1.0)).collect();
     let a = random_matrix(&mut r, GgmlType::Q4K, 20, k);
     let b = random_matrix(&mut r, GgmlType::Q8_0, 9, k);
+    // Q6_K's halves need x's sums per 16 beside Q4_K on the panels.
+    let c = random_matrix(&mut r, GgmlType::Q6K, 17, k);
     let zero = [0.0; 29];
-    for path in [QPath::Int8, QPath::Tiles] {
-        let tier = QTier::detect();
-        let (mut ya, mut yb) = (vec![0.0; m * 20], vec![0.0; m * 9]);
+    let tier = QTier::detect();
+    for path in [QPath::Int8, QPath::Tiles, QPath::Panels, QPath::VecPanels] {
+        let (mut ya, mut yb, mut yc) = (vec![0.0; m * 20], vec![0.0; m * 9], vec![0.0; m * 17]);
         let mut p = [
             QProduct {
                 w: &a,
@@ -207,11 +209,16 @@ fn several_products_share_x_and_bad_shapes_are_errors() {
                 bias: None,
                 y: &mut yb,
             },
+            QProduct {
+                w: &c,
+                bias: None,
+                y: &mut yc,
+            },
         ];
         products_on(tier, path, &x, m, k, &mut p, 2).unwrap();
-        for (w, y) in [(&a, &ya), (&b, &yb)] {
+        for (w, y) in [(&a, &ya), (&b, &yb), (&c, &yc)] {
             let alone = one_product(tier, path, &x, m, k, w, None, 1);
-            assert_eq!(&alone, y, "{path:?}");
+            assert_eq!(&alone, y, "{path:?} {}", w.ty().name());
             let (want, mag) = reference(&x, m, w, &zero[..w.rows()]);
             for i in 0..y.len() {
                 assert!((y[i] as f64 - want[i]).abs() <= 1e-2 * mag[i] + 1e-6);
@@ -294,6 +301,7 @@ fn panels_match_the_int8_row_dots() {
         GgmlType::Iq4Nl,
         GgmlType::Q4K,
         GgmlType::Q5K,
+        GgmlType::Q6K,
     ] {
         let (wa, wb) = (
             random_matrix(&mut r, ty, 45, k),
