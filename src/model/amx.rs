@@ -135,7 +135,7 @@ pub unsafe fn panel_product(
 ) {
     let k = x.k;
     // SAFETY: `available` checked AVX2, FMA and F16C; `supports` types only.
-    unsafe { unpack(ty, w, row_bytes, rows, k, panel) };
+    unsafe { unpack(ty, w, row_bytes, rows, k, panel, false) };
     let kd = kind(ty).expect("checked by unpack");
     let cfg = TileConfig::new(kd.parts);
     let mut out = [[0.0f32; TILE]; TILE];

@@ -223,7 +223,9 @@ impl Panel {
 }
 
 /// Unpack rows `rows` (at most 16) of W, each `row_bytes` long starting at `w`, into
-/// `panel`; k values per row. Needs AVX2, FMA and F16C.
+/// `panel`; k values per row. Needs AVX2, FMA and F16C. With `biased`, signed levels are
+/// stored plus 128 (unsigned, for a kernel whose W operand is unsigned) and c_w = -128 d_w
+/// takes the bias back out.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; `ty` must have a [`kind`].
@@ -234,6 +236,7 @@ pub unsafe fn unpack(
     rows: usize,
     k: usize,
     panel: &mut Panel,
+    biased: bool,
 ) {
     let kd = kind(ty).expect("unpack only takes types with a kind");
     let nb = k / BLOCK;
@@ -248,12 +251,12 @@ pub unsafe fn unpack(
     // SAFETY: the caller's CPU features; the sizes are asserted above.
     unsafe {
         match ty {
-            GgmlType::Q4_0 => unpack_rows::<Q4_0L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q4_1 => unpack_rows::<Q4_1L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q5_0 => unpack_rows::<Q5_0L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q5_1 => unpack_rows::<Q5_1L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Q8_0 => unpack_rows::<Q8_0L>(kd, w, row_bytes, rows, k, panel),
-            GgmlType::Iq4Nl => unpack_rows::<Iq4NlL>(kd, w, row_bytes, rows, k, panel),
+            GgmlType::Q4_0 => unpack_rows::<Q4_0L>(kd, w, row_bytes, rows, k, panel, false),
+            GgmlType::Q4_1 => unpack_rows::<Q4_1L>(kd, w, row_bytes, rows, k, panel, false),
+            GgmlType::Q5_0 => unpack_rows::<Q5_0L>(kd, w, row_bytes, rows, k, panel, false),
+            GgmlType::Q5_1 => unpack_rows::<Q5_1L>(kd, w, row_bytes, rows, k, panel, false),
+            GgmlType::Q8_0 => unpack_rows::<Q8_0L>(kd, w, row_bytes, rows, k, panel, biased),
+            GgmlType::Iq4Nl => unpack_rows::<Iq4NlL>(kd, w, row_bytes, rows, k, panel, biased),
             GgmlType::Q4K => unpack_k4::<false>(w, row_bytes, rows, k, panel),
             GgmlType::Q5K => unpack_k4::<true>(w, row_bytes, rows, k, panel),
             GgmlType::Q6K => unpack_q6k(w, row_bytes, rows, k, panel),
@@ -270,8 +273,15 @@ unsafe fn unpack_rows<L: Levels>(
     rows: usize,
     k: usize,
     panel: &mut Panel,
+    biased: bool,
 ) {
     let nb = k / BLOCK;
+    // Signed levels plus 128: the sign bit flipped.
+    let (flip, offset) = if biased {
+        (_mm256_set1_epi8(i8::MIN), kd.offset + 128.0)
+    } else {
+        (_mm256_setzero_si256(), kd.offset)
+    };
     for r in 0..rows {
         let row = &w[r * row_bytes..][..row_bytes];
         for b in 0..nb {
@@ -283,14 +293,14 @@ unsafe fn unpack_rows<L: Levels>(
                 // (a prefetch never faults, past the row's end included).
                 _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(2048).cast());
                 let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
-                _mm256_storeu_si256(dst.cast(), L::levels(blk));
+                _mm256_storeu_si256(dst.cast(), _mm256_xor_si256(L::levels(blk), flip));
                 let (d, m) = if kd.has_min {
                     halves2(blk)
                 } else {
                     (half(blk), 0.0)
                 };
                 panel.d[b * TILE + r] = d;
-                panel.c[b * TILE + r] = m - kd.offset * d;
+                panel.c[b * TILE + r] = m - offset * d;
             }
         }
     }

@@ -9,10 +9,12 @@
 //! AVX2 4 rows x 16 tokens (two vectors). On AVX2 the pairs' i16 sums of several steps are
 //! added before they are widened to i32: with levels at most 15 (Q4_0, Q4_1, Q4_K) and
 //! |x| <= 127, a pair is at most 3,810 in magnitude, so all 8 steps of a block fit in i16;
-//! with levels at most 31 (the Q5 types) 4 steps do, with Q6_K's (at most 63) 2. Types
-//! with signed levels (Q8_0, IQ4_NL) stay on the f32 tiles here: `vpmaddubsw` takes one
-//! unsigned operand. Q6_K's halves of a block (16 values each, 4 steps) meet their own
-//! scales.
+//! with levels at most 31 (the Q5 types) 4 steps do, with Q6_K's (at most 63) 2. Q6_K's
+//! halves of a block (16 values each, 4 steps) meet their own scales. Both instructions
+//! take W's levels as the unsigned operand: VNNI takes the signed types' (Q8_0, IQ4_NL)
+//! plus 128 and subtracts 128 d_w s_x after (`vpdpbusd` adds its four products in 32
+//! bits); on AVX2 two such products could overflow `vpmaddubsw`'s i16 pair
+//! (2 x 255 x 127 > 32,767), so those types stay on the f32 tiles there.
 //!
 //! Each block's integer sums meet their scales as on AMX: y += dot d_w d_x + c_w s_x.
 //! Measured on an Intel Xeon (family 6 model 167) with the tile unit left unused, the
@@ -45,9 +47,10 @@ impl VecTier {
     }
 }
 
-/// Whether the vector kernels take W of type `ty` (unsigned levels).
-pub fn supports(ty: GgmlType) -> bool {
-    kind(ty).is_some_and(|k| !k.signed)
+/// Whether the vector kernels of `tier` take W of type `ty`: unsigned levels on both,
+/// signed ones on VNNI (plus 128, see the module comment).
+pub fn supports(tier: VecTier, ty: GgmlType) -> bool {
+    kind(ty).is_some_and(|k| !k.signed || tier == VecTier::Vnni)
 }
 
 /// One panel of W (`rows` <= 16 rows of `row_bytes` each, from `w`) against every group of
@@ -72,15 +75,16 @@ pub unsafe fn panel_product(
     panel: &mut Panel,
 ) {
     let kd = kind(ty).expect("supports() checked the type");
-    assert!(!kd.signed && rows <= TILE);
+    assert!(supports(tier, ty) && rows <= TILE);
     // SAFETY: both tiers have AVX2, FMA and F16C (`QTier::is_available` checks them).
-    unsafe { unpack(ty, w, row_bytes, rows, x.k, panel) };
+    unsafe { unpack(ty, w, row_bytes, rows, x.k, panel, true) };
     let mut out = [[0.0f32; TILE]; TILE];
     for g in 0..x.groups {
         // SAFETY: the tier's features were detected; the kernels read inside the panel and
         // x's group g (its sums per half where the type has two parts).
         unsafe {
-            match (tier, kd.corrected(), kd.parts, kd.max_level) {
+            // Signed levels are biased by 128: corrected.
+            match (tier, kd.corrected() || kd.signed, kd.parts, kd.max_level) {
                 (VecTier::Vnni, true, 1, _) => group_vnni::<true, 1>(panel, x, g, rows, &mut out),
                 (VecTier::Vnni, false, 1, _) => group_vnni::<false, 1>(panel, x, g, rows, &mut out),
                 (VecTier::Vnni, _, _, _) => group_vnni::<true, 2>(panel, x, g, rows, &mut out),
