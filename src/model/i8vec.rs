@@ -11,10 +11,10 @@
 //! |x| <= 127, a pair is at most 3,810 in magnitude, so all 8 steps of a block fit in i16;
 //! with levels at most 31 (the Q5 types) 4 steps do, with Q6_K's (at most 63) 2. Q6_K's
 //! halves of a block (16 values each, 4 steps) meet their own scales. Both instructions
-//! take W's levels as the unsigned operand: VNNI takes the signed types' (Q8_0, IQ4_NL)
+//! take W's levels as the unsigned operand. VNNI takes the signed types' (Q8_0, IQ4_NL)
 //! plus 128 and subtracts 128 d_w s_x after (`vpdpbusd` adds its four products in 32
-//! bits); on AVX2 two such products could overflow `vpmaddubsw`'s i16 pair
-//! (2 x 255 x 127 > 32,767), so those types stay on the f32 tiles there.
+//! bits). AVX2 takes |w| and x with w's sign (`vpsignb`), llama.cpp's way: a pair is at
+//! most 2 x 128 x 127 = 32,512, so each step is widened on its own.
 //!
 //! Each block's integer sums meet their scales as on AMX: y += dot d_w d_x + c_w s_x.
 //! Measured on an Intel Xeon (family 6 model 167) with the tile unit left unused, the
@@ -47,10 +47,9 @@ impl VecTier {
     }
 }
 
-/// Whether the vector kernels of `tier` take W of type `ty`: unsigned levels on both,
-/// signed ones on VNNI (plus 128, see the module comment).
-pub fn supports(tier: VecTier, ty: GgmlType) -> bool {
-    kind(ty).is_some_and(|k| !k.signed || tier == VecTier::Vnni)
+/// Whether the vector kernels take W of type `ty` (every type with a [`kind`]).
+pub fn supports(ty: GgmlType) -> bool {
+    kind(ty).is_some()
 }
 
 /// One panel of W (`rows` <= 16 rows of `row_bytes` each, from `w`) against every group of
@@ -75,33 +74,37 @@ pub unsafe fn panel_product(
     panel: &mut Panel,
 ) {
     let kd = kind(ty).expect("supports() checked the type");
-    assert!(supports(tier, ty) && rows <= TILE);
+    assert!(rows <= TILE);
+    // VNNI takes signed levels plus 128; AVX2 as they are.
+    let biased = kd.signed && tier == VecTier::Vnni;
     // SAFETY: both tiers have AVX2, FMA and F16C (`QTier::is_available` checks them).
-    unsafe { unpack(ty, w, row_bytes, rows, x.k, panel, true) };
+    unsafe { unpack(ty, w, row_bytes, rows, x.k, panel, biased) };
     let mut out = [[0.0f32; TILE]; TILE];
     for g in 0..x.groups {
         // SAFETY: the tier's features were detected; the kernels read inside the panel and
         // x's group g (its sums per half where the type has two parts).
         unsafe {
-            // Signed levels are biased by 128: corrected.
-            match (tier, kd.corrected() || kd.signed, kd.parts, kd.max_level) {
+            match (tier, kd.corrected() || biased, kd.parts, kd.max_level) {
                 (VecTier::Vnni, true, 1, _) => group_vnni::<true, 1>(panel, x, g, rows, &mut out),
                 (VecTier::Vnni, false, 1, _) => group_vnni::<false, 1>(panel, x, g, rows, &mut out),
                 (VecTier::Vnni, _, _, _) => group_vnni::<true, 2>(panel, x, g, rows, &mut out),
+                (VecTier::Avx2, false, 1, _) if kd.signed => {
+                    group_avx2::<1, false, 1, true>(panel, x, g, rows, &mut out)
+                }
                 (VecTier::Avx2, true, 1, ..=15) => {
-                    group_avx2::<8, true, 1>(panel, x, g, rows, &mut out)
+                    group_avx2::<8, true, 1, false>(panel, x, g, rows, &mut out)
                 }
                 (VecTier::Avx2, false, 1, ..=15) => {
-                    group_avx2::<8, false, 1>(panel, x, g, rows, &mut out)
+                    group_avx2::<8, false, 1, false>(panel, x, g, rows, &mut out)
                 }
                 (VecTier::Avx2, true, 1, ..=31) => {
-                    group_avx2::<4, true, 1>(panel, x, g, rows, &mut out)
+                    group_avx2::<4, true, 1, false>(panel, x, g, rows, &mut out)
                 }
                 (VecTier::Avx2, false, 1, ..=31) => {
-                    group_avx2::<4, false, 1>(panel, x, g, rows, &mut out)
+                    group_avx2::<4, false, 1, false>(panel, x, g, rows, &mut out)
                 }
                 (VecTier::Avx2, true, 2, ..=63) => {
-                    group_avx2::<2, true, 2>(panel, x, g, rows, &mut out)
+                    group_avx2::<2, true, 2, false>(panel, x, g, rows, &mut out)
                 }
                 _ => unreachable!("no AVX2 kernel for {}", ty.name()),
             }
@@ -182,9 +185,9 @@ unsafe fn group_vnni<const MIN: bool, const PARTS: usize>(
 
 /// Group g of x against the panel on AVX2: out[row][token], rows in fours, the pairs'
 /// i16 sums of SPAN steps added before they are widened; each block's PARTS parts meet
-/// their own scales.
+/// their own scales. SIGNED levels multiply as |w| by x with w's sign (`vpsignb`).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn group_avx2<const SPAN: usize, const MIN: bool, const PARTS: usize>(
+unsafe fn group_avx2<const SPAN: usize, const MIN: bool, const PARTS: usize, const SIGNED: bool>(
     panel: &Panel,
     x: &PackedX,
     g: usize,
@@ -212,8 +215,15 @@ unsafe fn group_avx2<const SPAN: usize, const MIN: bool, const PARTS: usize>(
                             let x1 = _mm256_loadu_si256(xl.add(64 * c + 32).cast());
                             for r in 0..4 {
                                 let wv = _mm256_set1_epi32(levels4(panel, b, r0 + r, c));
-                                let p0 = _mm256_maddubs_epi16(wv, x0);
-                                let p1 = _mm256_maddubs_epi16(wv, x1);
+                                let (p0, p1) = if SIGNED {
+                                    let aw = _mm256_abs_epi8(wv);
+                                    (
+                                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x0, wv)),
+                                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x1, wv)),
+                                    )
+                                } else {
+                                    (_mm256_maddubs_epi16(wv, x0), _mm256_maddubs_epi16(wv, x1))
+                                };
                                 pairs[2 * r] = _mm256_add_epi16(pairs[2 * r], p0);
                                 pairs[2 * r + 1] = _mm256_add_epi16(pairs[2 * r + 1], p1);
                             }

@@ -11,8 +11,8 @@
 //! - [`QPath::Panels`]: int8 activations against W's levels unpacked 16 rows at a time
 //!   ([`super::i8panel`]), many rows of x at once: on Intel's AMX tile unit
 //!   ([`super::amx`]) where the CPU has it, else on AVX-512 VNNI or AVX2 vectors
-//!   ([`super::i8vec`]), for the 32-value block types and Q4_K, Q5_K, Q6_K (on AVX2 but
-//!   Q8_0 and IQ4_NL); the other types go to the tiles.
+//!   ([`super::i8vec`]), for the 32-value block types and Q4_K, Q5_K, Q6_K; the other
+//!   types go to the tiles.
 //!
 //! By default one row of x runs on int8 and several rows on the panels, whose types the
 //! CPU cannot run there on the tiles. A forward over a text (what `model run` shows and the real-model tests
@@ -228,7 +228,7 @@ fn panel_kernel(ty: GgmlType, tier: QTier, amx: bool) -> Kernel {
         }
         if let Some(vt) = VecTier::for_tier(tier)
             && tier.is_available()
-            && supports(vt, ty)
+            && supports(ty)
         {
             return Kernel::Vec(vt);
         }
