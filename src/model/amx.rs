@@ -79,8 +79,8 @@ fn request_permission() -> bool {
     false
 }
 
-/// Whether the tile path takes W of type `ty` (the 32-value block types and Q4_K, Q5_K,
-/// whose sub-blocks of 32 are blocks here, and Q6_K, whose sub-blocks of 16 are halves).
+/// Whether the tile path takes W of type `ty`: every quantized type (the k-quants'
+/// sub-blocks of 32 are blocks here, those of 16 halves of a block).
 pub fn supports(ty: GgmlType) -> bool {
     kind(ty).is_some()
 }

@@ -6,7 +6,8 @@
 //! y += dot d_w d_x + c_w s_x, where s_x = d_x sum q_x and c_w is the block's minimum
 //! (Q4_1, Q5_1, the k-quants' -dmin m) or its offset times d_w (Q4_0: -8 d_w). Q6_K's
 //! sub-blocks of 16 values have scales of their own: its blocks of 32 are split in two
-//! halves, each with its d_w and c_w = -32 d_w, met by x's sums over that half.
+//! halves, each with its d_w and c_w = -32 d_w, met by x's sums over that half; so are
+//! Q2_K's and Q3_K's.
 //!
 //! Layouts: x's levels per group of 16 tokens and block, 512 bytes in the order of an AMX
 //! B tile (row r holds values 4r..4r+4 of each of the 16 tokens), which is also the order
@@ -20,7 +21,7 @@ use crate::kernel::team;
 
 use super::acts;
 use super::qdot::x86::{Iq4NlL, Levels, Q4_0L, Q4_1L, Q5_0L, Q5_1L, Q8_0L, half, halves2};
-use super::quant::{GgmlType, QK_K, scale_min_k4};
+use super::quant::{GgmlType, KVALUES_IQ4NL, QK_K, q3_k_scales, scale_min_k4};
 
 /// Rows of W (and tokens) per panel and group.
 pub const TILE: usize = 16;
@@ -70,6 +71,9 @@ pub fn kind(ty: GgmlType) -> Option<Kind> {
         GgmlType::Q4K => k(144, 0.0, true, false, 15, 1),
         GgmlType::Q5K => k(176, 0.0, true, false, 31, 1),
         GgmlType::Q6K => k(210, 32.0, false, false, 63, 2),
+        GgmlType::Q2K => k(84, 0.0, true, false, 3, 2),
+        GgmlType::Q3K => k(110, 4.0, false, false, 7, 2),
+        GgmlType::Iq4Xs => k(136, 0.0, false, true, 127, 1),
         _ => None,
     }
 }
@@ -260,6 +264,9 @@ pub unsafe fn unpack(
             GgmlType::Q4K => unpack_k4::<false>(w, row_bytes, rows, k, panel),
             GgmlType::Q5K => unpack_k4::<true>(w, row_bytes, rows, k, panel),
             GgmlType::Q6K => unpack_q6k(w, row_bytes, rows, k, panel),
+            GgmlType::Q2K => unpack_k23::<false>(w, row_bytes, rows, k, panel),
+            GgmlType::Q3K => unpack_k23::<true>(w, row_bytes, rows, k, panel),
+            GgmlType::Iq4Xs => unpack_iq4xs(w, row_bytes, rows, k, panel, biased),
             _ => unreachable!("kind() is None for {}", ty.name()),
         }
     }
@@ -416,6 +423,129 @@ unsafe fn unpack_q6k(w: &[u8], row_bytes: usize, rows: usize, k: usize, panel: &
                             panel.c[(2 * b + h) * TILE + r] = -32.0 * dw;
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Q2_K and Q3_K: levels 0..3 (Q2_K) or 0..7 (Q3_K, whose set high bit adds 4 to the low
+/// two; offset 4), each block of 32 in two halves of 16 with their own scale: Q2_K's
+/// d_w = d sc, c_w = -dmin m; Q3_K's d_w = d sc, c_w = -4 d_w (the layouts are in
+/// [`super::quant`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_k23<const Q3: bool>(
+    w: &[u8],
+    row_bytes: usize,
+    rows: usize,
+    k: usize,
+    panel: &mut Panel,
+) {
+    let bytes = if Q3 { 110 } else { 84 };
+    let three = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    for r in 0..rows {
+        let row = &w[r * row_bytes..][..row_bytes];
+        for sb in 0..k / QK_K {
+            let blk = &row[sb * bytes..][..bytes];
+            // SAFETY: every load is inside `blk` (bytes long); every store inside the
+            // panel (nb blocks of 16 rows x 32 levels, nb x 2 x 16 scales).
+            unsafe {
+                let p = blk.as_ptr();
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048).cast());
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + 64).cast());
+                let (qs, d, dmin, sc3) = if Q3 {
+                    (p.add(32), half(p.add(108)), 0.0, q3_k_scales(&blk[96..108]))
+                } else {
+                    let (d, dmin) = halves2(p.add(80));
+                    (p.add(16), d, dmin, [0; 16])
+                };
+                let hmask = if Q3 {
+                    _mm256_loadu_si256(p.cast())
+                } else {
+                    _mm256_setzero_si256()
+                };
+                for h in 0..2 {
+                    let q = _mm256_loadu_si256(qs.add(32 * h).cast());
+                    for kk in 0..4 {
+                        // Value 32 j + l, j = 4 h + kk: bits 2 kk of qs[32 h + l], and for
+                        // Q3_K bit j of hmask[l] (16-bit shifts, masked per byte).
+                        let j = 4 * h + kk;
+                        let shift = _mm_cvtsi32_si128(2 * kk as i32);
+                        let mut levels = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
+                        if Q3 {
+                            let at = _mm_cvtsi32_si128(j as i32);
+                            let hb = _mm256_and_si256(_mm256_srl_epi16(hmask, at), one);
+                            levels = _mm256_or_si256(levels, _mm256_slli_epi16(hb, 2));
+                        }
+                        let b = sb * 8 + j;
+                        let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
+                        _mm256_storeu_si256(dst.cast(), levels);
+                        for part in 0..2 {
+                            let s = 2 * j + part;
+                            let (dw, cw) = if Q3 {
+                                let dw = d * sc3[s] as f32;
+                                (dw, -4.0 * dw)
+                            } else {
+                                let v = blk[s];
+                                (d * (v & 0xF) as f32, -(dmin * (v >> 4) as f32))
+                            };
+                            panel.d[(2 * b + part) * TILE + r] = dw;
+                            panel.c[(2 * b + part) * TILE + r] = cw;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// IQ4_XS: each sub-block of 32 is a block of IQ4_NL's signed levels (plus 128 when
+/// `biased`), d_w = d (ls - 32) (the layout is in [`super::quant`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_iq4xs(
+    w: &[u8],
+    row_bytes: usize,
+    rows: usize,
+    k: usize,
+    panel: &mut Panel,
+    biased: bool,
+) {
+    const BYTES: usize = 136;
+    let low = _mm256_set1_epi8(0x0F);
+    let flip = if biased {
+        _mm256_set1_epi8(i8::MIN)
+    } else {
+        _mm256_setzero_si256()
+    };
+    // SAFETY: 16 bytes of the table.
+    let t = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) };
+    let table = _mm256_set_m128i(t, t);
+    for r in 0..rows {
+        let row = &w[r * row_bytes..][..row_bytes];
+        for sb in 0..k / QK_K {
+            let blk = &row[sb * BYTES..][..BYTES];
+            // SAFETY: every load is inside `blk` (136 bytes); every store inside the panel
+            // (nb blocks of 16 rows x 32 levels, nb x 16 scales).
+            unsafe {
+                let p = blk.as_ptr();
+                for ahead in [2048, 2048 + 64, 2048 + 128] {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead).cast());
+                }
+                let d = half(p);
+                let scales_h = u16::from_le_bytes([blk[2], blk[3]]);
+                for s in 0..8 {
+                    let q = _mm_loadu_si128(p.add(8 + 16 * s).cast());
+                    let n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low);
+                    let levels = _mm256_xor_si256(_mm256_shuffle_epi8(table, n), flip);
+                    let b = sb * 8 + s;
+                    let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
+                    _mm256_storeu_si256(dst.cast(), levels);
+                    let lo = (blk[4 + s / 2] >> (4 * (s % 2))) & 0xF;
+                    let hi = ((scales_h >> (2 * s)) & 3) as u8;
+                    let dw = d * ((lo | (hi << 4)) as i32 - 32) as f32;
+                    panel.d[b * TILE + r] = dw;
+                    panel.c[b * TILE + r] = if biased { -128.0 * dw } else { 0.0 };
                 }
             }
         }

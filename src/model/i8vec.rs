@@ -103,6 +103,9 @@ pub unsafe fn panel_product(
                 (VecTier::Avx2, false, 1, ..=31) => {
                     group_avx2::<4, false, 1, false>(panel, x, g, rows, &mut out)
                 }
+                (VecTier::Avx2, true, 2, ..=15) => {
+                    group_avx2::<4, true, 2, false>(panel, x, g, rows, &mut out)
+                }
                 (VecTier::Avx2, true, 2, ..=63) => {
                     group_avx2::<2, true, 2, false>(panel, x, g, rows, &mut out)
                 }

@@ -11,8 +11,8 @@
 //! - [`QPath::Panels`]: int8 activations against W's levels unpacked 16 rows at a time
 //!   ([`super::i8panel`]), many rows of x at once: on Intel's AMX tile unit
 //!   ([`super::amx`]) where the CPU has it, else on AVX-512 VNNI or AVX2 vectors
-//!   ([`super::i8vec`]), for the 32-value block types and Q4_K, Q5_K, Q6_K; the other
-//!   types go to the tiles.
+//!   ([`super::i8vec`]), for every quantized type; f16, bf16 and f32 matrices go to the
+//!   tiles.
 //!
 //! By default one row of x runs on int8 and several rows on the panels, whose types the
 //! CPU cannot run there on the tiles. A forward over a text (what `model run` shows and the real-model tests

@@ -302,6 +302,9 @@ fn panels_match_the_int8_row_dots() {
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Iq4Xs,
     ] {
         let (wa, wb) = (
             random_matrix(&mut r, ty, 45, k),

@@ -402,7 +402,7 @@ fn q2_k_block(b: &[u8], y: &mut [f32]) {
 /// (s >= 8); its high 2 bits are bits 2(s/4)..2(s/4)+2 of byte 8 + s%4; the stored
 /// value is offset by 32.
 #[inline(always)]
-fn q3_k_scales(q: &[u8]) -> [i32; 16] {
+pub(crate) fn q3_k_scales(q: &[u8]) -> [i32; 16] {
     let mut out = [0i32; 16];
     for (s, o) in out.iter_mut().enumerate() {
         let lo = if s < 8 { q[s] & 0xF } else { q[s - 8] >> 4 };
