@@ -18,6 +18,12 @@ Then, after tests/data/models/fetch.sh:
     python3 benches/models_side_by_side.py --llama-dir "$d" --torch-python V/bin/python \\
         [--models DIR] [--threads 1,2] [--rounds 5] [--which smollm2,gemma3] [--json]
 Without --llama-dir or --torch-python that program is left out.
+
+To stand in for a CPU without AMX or AVX-512 on one that has them, hold each program to
+that CPU's instructions: attnviz with ATTNVIZ_AMX=off (and ATTNVIZ_SIMD=avx2), PyTorch with
+ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2, and llama.cpp with a copy of "$d"
+whose node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/ keeps one libggml-cpu-*.so
+(zen4 for AVX-512 VNNI without AMX, haswell for AVX2), which its loader then takes.
 """
 
 import argparse
