@@ -272,6 +272,16 @@ pub unsafe fn unpack(
     }
 }
 
+/// The weights stream from memory once per call: ask for the cache lines of a block of
+/// `bytes` at `p` 2 KB ahead (a prefetch never faults, past the row's end included).
+#[inline(always)]
+fn prefetch_ahead(p: *const u8, bytes: usize) {
+    for line in (0..bytes).step_by(64) {
+        // SAFETY: a prefetch reads nothing and never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + line).cast()) };
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn unpack_rows<L: Levels>(
     kd: Kind,
@@ -296,9 +306,7 @@ unsafe fn unpack_rows<L: Levels>(
             // block's levels at row r.
             unsafe {
                 let blk = row.as_ptr().add(b * kd.bytes);
-                // The weights stream from memory once per call: ask for them 2 KB ahead
-                // (a prefetch never faults, past the row's end included).
-                _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(2048).cast());
+                prefetch_ahead(blk, kd.bytes);
                 let dst = panel.levels.as_mut_ptr().add((b * TILE + r) * BLOCK);
                 _mm256_storeu_si256(dst.cast(), _mm256_xor_si256(L::levels(blk), flip));
                 let (d, m) = if kd.has_min {
@@ -334,9 +342,7 @@ unsafe fn unpack_k4<const Q5: bool>(
             // panel (nb blocks of 16 rows x 32 levels, nb x 16 scales).
             unsafe {
                 let p = blk.as_ptr();
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048).cast());
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + 64).cast());
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + 128).cast());
+                prefetch_ahead(p, bytes);
                 let (d, dmin) = halves2(p);
                 let qs = p.add(if Q5 { 48 } else { 16 });
                 let qh = if Q5 {
@@ -384,9 +390,7 @@ unsafe fn unpack_q6k(w: &[u8], row_bytes: usize, rows: usize, k: usize, panel: &
             // (nb blocks of 16 rows x 32 levels, nb x 2 x 16 scales).
             unsafe {
                 let p = blk.as_ptr();
-                for ahead in [2048, 2048 + 64, 2048 + 128, 2048 + 192] {
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead).cast());
-                }
+                prefetch_ahead(p, BYTES);
                 let d = half(p.add(208));
                 for n in 0..2 {
                     let ql0 = _mm256_loadu_si256(p.add(64 * n).cast());
@@ -452,8 +456,7 @@ unsafe fn unpack_k23<const Q3: bool>(
             // panel (nb blocks of 16 rows x 32 levels, nb x 2 x 16 scales).
             unsafe {
                 let p = blk.as_ptr();
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048).cast());
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(2048 + 64).cast());
+                prefetch_ahead(p, bytes);
                 let (qs, d, dmin, sc3) = if Q3 {
                     (p.add(32), half(p.add(108)), 0.0, q3_k_scales(&blk[96..108]))
                 } else {
@@ -529,9 +532,7 @@ unsafe fn unpack_iq4xs(
             // (nb blocks of 16 rows x 32 levels, nb x 16 scales).
             unsafe {
                 let p = blk.as_ptr();
-                for ahead in [2048, 2048 + 64, 2048 + 128] {
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead).cast());
-                }
+                prefetch_ahead(p, BYTES);
                 let d = half(p);
                 let scales_h = u16::from_le_bytes([blk[2], blk[3]]);
                 for s in 0..8 {
