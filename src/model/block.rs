@@ -15,8 +15,9 @@ use crate::model::cache::LayerCache;
 use crate::model::config::{ModelConfig, NormKind, NormPlace, RopeStyle};
 use crate::model::gemm::{linear, linears, matmul_nt};
 use crate::model::mlp::{MlpBuffers, mlp_forward};
-use crate::model::norm::norm_rows;
+use crate::model::norm::{norm_rows, norm_rows_on};
 use crate::model::rope::RopeTable;
+use crate::model::rows::{self, rows_mut};
 use crate::model::softcap::{KeyValueRows, capped_attention};
 use crate::model::trace::LayerTrace;
 use crate::model::weights::LayerWeights;
@@ -145,7 +146,7 @@ pub(crate) fn block_forward(
     // Attention's input: norm(x) before it (pre-norm) or x itself (post-norm).
     buf.normed.resize(n * d, 0.0);
     if !post {
-        norm_rows(cfg.norm, x, d, &lw.attn_norm, eps, &mut buf.normed);
+        norm_rows_on(t, cfg.norm, x, d, &lw.attn_norm, eps, &mut buf.normed)?;
         if let Some(tr) = lo.trace.as_deref_mut() {
             tr.push("attn_norm", "norm(block_input)", &[n, d], &buf.normed);
         }
@@ -160,9 +161,9 @@ pub(crate) fn block_forward(
         &mut [&mut buf.q_tok, &mut buf.k_tok, &mut buf.v_tok],
         t,
     )?;
-    split_heads(&buf.q_tok, n, h, dh, &mut buf.qh);
-    split_heads(&buf.k_tok, n, g, dh, &mut buf.kh);
-    split_heads(&buf.v_tok, n, g, dh, &mut buf.vh);
+    split_heads(t, &buf.q_tok, n, h, dh, &mut buf.qh)?;
+    split_heads(t, &buf.k_tok, n, g, dh, &mut buf.kh)?;
+    split_heads(t, &buf.v_tok, n, g, dh, &mut buf.vh)?;
     if let Some(hook) = lo.hook.as_mut() {
         hook(Site::Values, &mut buf.vh)?;
     }
@@ -188,7 +189,7 @@ pub(crate) fn block_forward(
     for (i, (norm, x)) in head_norms.into_iter().enumerate() {
         if let Some(norm) = norm {
             let raw = x.clone();
-            norm_rows(NormKind::Rms, &raw, dh, norm, eps, x);
+            norm_rows_on(t, NormKind::Rms, &raw, dh, norm, eps, x)?;
             if let Some(tr) = lo.trace.as_deref_mut() {
                 let (name, what, heads) = if i == 0 {
                     ("q_norm", "RMSNorm of each query head", h)
@@ -200,8 +201,10 @@ pub(crate) fn block_forward(
         }
     }
     if let Some((rope, style)) = ctx.rope {
-        rope.apply(style, &mut buf.qh);
-        rope.apply(style, &mut buf.kh);
+        // Whole heads to each part: the table holds every position of a head.
+        for x in [&mut buf.qh, &mut buf.kh] {
+            rows_mut(t, x, n * dh, &|_, heads| rope.apply(style, heads))?;
+        }
         if let Some(tr) = lo.trace.as_deref_mut() {
             tr.push("q_rope", "RoPE(q, position)", &[h, n, dh], &buf.qh);
             tr.push("k_rope", "RoPE(k, position)", &[g, n, dh], &buf.kh);
@@ -362,15 +365,18 @@ pub(crate) fn block_forward(
 
     // Heads side by side (ablated ones zeroed), W_O, residual.
     buf.concat.resize(n * h * dh, 0.0);
-    for (i, row) in buf.concat.chunks_exact_mut(h * dh).enumerate() {
-        for (head, dst) in row.chunks_exact_mut(dh).enumerate() {
-            if lo.ablate.contains(&head) {
-                dst.fill(0.0);
-            } else {
-                dst.copy_from_slice(&out[(head * n + i) * dh..][..dh]);
+    let ablate = &lo.ablate;
+    rows_mut(t, &mut buf.concat, h * dh, &|r, chunk| {
+        for (i, row) in r.zip(chunk.chunks_exact_mut(h * dh)) {
+            for (head, dst) in row.chunks_exact_mut(dh).enumerate() {
+                if ablate.contains(&head) {
+                    dst.fill(0.0);
+                } else {
+                    dst.copy_from_slice(&out[(head * n + i) * dh..][..dh]);
+                }
             }
         }
-    }
+    })?;
     if let Some(hook) = lo.hook.as_mut() {
         hook(Site::HeadOut, &mut buf.concat)?;
     }
@@ -387,7 +393,7 @@ pub(crate) fn block_forward(
     }
     if let Some(norm) = &lw.extra.post_attn {
         let raw = buf.proj.clone();
-        norm_rows(cfg.norm, &raw, d, norm, eps, &mut buf.proj);
+        norm_rows_on(t, cfg.norm, &raw, d, norm, eps, &mut buf.proj)?;
         if let Some(tr) = lo.trace.as_deref_mut() {
             tr.push("post_attn_norm", "norm(attn_out)", &[n, d], &buf.proj);
         }
@@ -406,7 +412,7 @@ pub(crate) fn block_forward(
             tr.push("attn_residual", "block_input + attn_out", &[n, d], &r);
         }
     } else {
-        add_into(x, &buf.proj);
+        rows::add_into(t, x, &buf.proj)?;
         if let Some(tr) = lo.trace.as_deref_mut() {
             tr.push("attn_residual", "block_input + attn_out", &[n, d], x);
         }
@@ -423,7 +429,7 @@ pub(crate) fn block_forward(
     if post {
         buf.normed.copy_from_slice(x);
     } else {
-        norm_rows(cfg.norm, x, d, &lw.mlp_norm, eps, &mut buf.normed);
+        norm_rows_on(t, cfg.norm, x, d, &lw.mlp_norm, eps, &mut buf.normed)?;
         if let Some(tr) = lo.trace.as_deref_mut() {
             let what = if parallel {
                 "norm(block_input), in parallel with attention"
@@ -444,14 +450,14 @@ pub(crate) fn block_forward(
     )?;
     if let Some(norm) = &lw.extra.post_mlp {
         let raw = buf.proj.clone();
-        norm_rows(cfg.norm, &raw, d, norm, eps, &mut buf.proj);
+        norm_rows_on(t, cfg.norm, &raw, d, norm, eps, &mut buf.proj)?;
     }
     if let Some(hook) = lo.hook.as_mut() {
         hook(Site::MlpOut, &mut buf.proj)?;
     }
-    add_into(x, &buf.proj);
+    rows::add_into(t, x, &buf.proj)?;
     if parallel {
-        add_into(x, &buf.parallel);
+        rows::add_into(t, x, &buf.parallel)?;
     }
     if let Some(tr) = lo.trace.as_deref_mut() {
         let ff = buf.mlp.hidden.len() / n;
@@ -711,14 +717,24 @@ fn trace_scores(
     Ok(())
 }
 
-/// [n, heads * dh] (token-major, as a projection writes it) -> [heads, n, dh].
-pub(crate) fn split_heads(tok: &[f32], n: usize, heads: usize, dh: usize, out: &mut Vec<f32>) {
+/// [n, heads * dh] (token-major, as a projection writes it) -> [heads, n, dh], the heads
+/// shared out over `threads`.
+pub(crate) fn split_heads(
+    threads: usize,
+    tok: &[f32],
+    n: usize,
+    heads: usize,
+    dh: usize,
+    out: &mut Vec<f32>,
+) -> Result<()> {
     out.resize(heads * n * dh, 0.0);
-    for (i, row) in tok.chunks_exact(heads * dh).enumerate() {
-        for (head, src) in row.chunks_exact(dh).enumerate() {
-            out[(head * n + i) * dh..][..dh].copy_from_slice(src);
+    rows_mut(threads, out, n * dh, &|r, chunk| {
+        for (head, dst) in r.zip(chunk.chunks_exact_mut(n * dh)) {
+            for (i, row) in dst.chunks_exact_mut(dh).enumerate() {
+                row.copy_from_slice(&tok[(i * heads + head) * dh..][..dh]);
+            }
         }
-    }
+    })
 }
 
 /// Write new rows [G, n, dh] after the `len` cached rows of each KV head.

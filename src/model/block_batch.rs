@@ -92,26 +92,29 @@ pub(crate) fn blocks_forward(
     for s in seqs.iter_mut() {
         let n = s.x.len() / d;
         split_heads(
+            1,
             &buf.q_tok[row * h * dh..][..n * h * dh],
             n,
             h,
             dh,
             &mut buf.qh,
-        );
+        )?;
         split_heads(
+            1,
             &buf.k_tok[row * g * dh..][..n * g * dh],
             n,
             g,
             dh,
             &mut buf.kh,
-        );
+        )?;
         split_heads(
+            1,
             &buf.v_tok[row * g * dh..][..n * g * dh],
             n,
             g,
             dh,
             &mut buf.vh,
-        );
+        )?;
         if let Some((rope, style)) = s.rope {
             rope.apply(style, &mut buf.qh);
             rope.apply(style, &mut buf.kh);

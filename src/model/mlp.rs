@@ -19,6 +19,7 @@ use crate::kernel::Tier;
 use crate::kernel::exp::exp2;
 use crate::model::config::Act;
 use crate::model::gemm::{linear, linears};
+use crate::model::rows::rows_mut;
 use crate::model::weights::Mlp;
 
 /// The activation applied element-wise.
@@ -70,7 +71,14 @@ pub fn mlp_forward(
                 &mut [&mut buf.pre_act, &mut buf.up],
                 threads,
             )?;
-            gated(act, &buf.pre_act, &buf.up, &mut buf.hidden);
+            activated_rows(
+                threads,
+                act,
+                &buf.pre_act,
+                Some(&buf.up),
+                ff,
+                &mut buf.hidden,
+            )?;
             linear(&buf.hidden, n, down, out, threads)
         }
         Mlp::Plain { up, down } => {
@@ -79,16 +87,25 @@ pub fn mlp_forward(
             buf.hidden.resize(n * ff, 0.0);
             buf.up.clear();
             linear(x, n, up, &mut buf.pre_act, threads)?;
-            activated(act, &buf.pre_act, None, &mut buf.hidden);
+            activated_rows(threads, act, &buf.pre_act, None, ff, &mut buf.hidden)?;
             linear(&buf.hidden, n, down, out, threads)
         }
     }
 }
 
-/// hidden = act(gate) * up, element by element (SiLU and GELU-tanh vectorised, exact
-/// GELU scalar).
-pub fn gated(act: Act, gate: &[f32], up: &[f32], hidden: &mut [f32]) {
-    activated(act, gate, Some(up), hidden);
+/// hidden [n, ff] = act(x) (* up when given), its rows shared out over the team.
+fn activated_rows(
+    threads: usize,
+    act: Act,
+    x: &[f32],
+    up: Option<&[f32]>,
+    ff: usize,
+    hidden: &mut [f32],
+) -> Result<()> {
+    rows_mut(threads, hidden, ff, &|r, h| {
+        let span = r.start * ff..r.end * ff;
+        activated(act, &x[span.clone()], up.map(|u| &u[span]), h);
+    })
 }
 
 /// hidden = act(x) (* up when given), element by element.

@@ -72,6 +72,7 @@ pub mod quant;
 mod quant_scales;
 pub mod resident;
 mod rope;
+mod rows;
 pub mod scores;
 pub mod session;
 mod softcap;
