@@ -281,8 +281,18 @@ pub(crate) fn block_forward(
                     "the KV cache holds {capacity} tokens; {len} cached + {n} new do not fit"
                 )));
             }
-            append(&mut cache.k, &buf.kh, g, n, dh, len, capacity);
-            append(&mut cache.v, &buf.vh, g, n, dh, len, capacity);
+            for (dst, new) in [(&mut cache.k, &buf.kh), (&mut cache.v, &buf.vh)] {
+                append(
+                    rows::threads_for(t, n * g * dh),
+                    dst,
+                    new,
+                    g,
+                    n,
+                    dh,
+                    len,
+                    capacity,
+                )?;
+            }
             if let Some(cap) = cap {
                 let full = Mask::resolve(mask, 1, h, n, n_k)?;
                 let spec = AttnSpec::new(&shape(cfg, n, n_k), full, false, Some(cfg.attn_scale()));
@@ -737,8 +747,11 @@ pub(crate) fn split_heads(
     })
 }
 
-/// Write new rows [G, n, dh] after the `len` cached rows of each KV head.
+/// Write new rows [G, n, dh] after the `len` cached rows of each KV head, the heads
+/// shared out over `threads`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn append(
+    threads: usize,
     cache: &mut kernel::AlignedBuf,
     new: &[f32],
     g: usize,
@@ -746,11 +759,13 @@ pub(crate) fn append(
     dh: usize,
     len: usize,
     capacity: usize,
-) {
-    let dst = cache.as_mut_slice();
-    for kv in 0..g {
-        dst[(kv * capacity + len) * dh..][..n * dh].copy_from_slice(&new[kv * n * dh..][..n * dh]);
-    }
+) -> Result<()> {
+    let heads = &mut cache.as_mut_slice()[..g * capacity * dh];
+    rows_mut(threads, heads, capacity * dh, &|r, chunk| {
+        for (kv, dst) in r.zip(chunk.chunks_exact_mut(capacity * dh)) {
+            dst[len * dh..][..n * dh].copy_from_slice(&new[kv * n * dh..][..n * dh]);
+        }
+    })
 }
 
 pub(crate) fn add_into(x: &mut [f32], y: &[f32]) {

@@ -119,8 +119,8 @@ pub(crate) fn blocks_forward(
             rope.apply(style, &mut buf.qh);
             rope.apply(style, &mut buf.kh);
         }
-        append(&mut s.cache.k, &buf.kh, g, n, dh, s.len, s.capacity);
-        append(&mut s.cache.v, &buf.vh, g, n, dh, s.len, s.capacity);
+        append(1, &mut s.cache.k, &buf.kh, g, n, dh, s.len, s.capacity)?;
+        append(1, &mut s.cache.v, &buf.vh, g, n, dh, s.len, s.capacity)?;
         let (out, _) = cached_attention(cfg, &buf.qh, n, s.cache, s.len, s.capacity, mask, &kopts)?;
         let rows = &mut buf.concat[row * h * dh..][..n * h * dh];
         for (i, dst_row) in rows.chunks_exact_mut(h * dh).enumerate() {

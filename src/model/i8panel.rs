@@ -15,6 +15,7 @@
 //! block, 16 rows of 32 bytes (an A tile), block after block.
 
 use std::arch::x86_64::*;
+use std::cell::RefCell;
 
 use crate::error::Result;
 use crate::kernel::team;
@@ -78,6 +79,34 @@ pub fn kind(ty: GgmlType) -> Option<Kind> {
     }
 }
 
+thread_local! {
+    /// The buffers of this thread's last dropped [`PackedX`], for its next one: a prefill
+    /// packs x a few times a layer, and fresh zeroed buffers cost a serial pass over
+    /// them each time.
+    static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
+}
+
+/// A [`PackedX`]'s buffers between calls.
+struct Spare {
+    levels: Vec<i8>,
+    d: Vec<f32>,
+    s: Vec<f32>,
+    s16: Vec<f32>,
+}
+
+impl Drop for PackedX {
+    fn drop(&mut self) {
+        let bufs = Spare {
+            levels: std::mem::take(&mut self.levels),
+            d: std::mem::take(&mut self.d),
+            s: std::mem::take(&mut self.s),
+            s16: std::mem::take(&mut self.s16),
+        };
+        // During thread exit the buffers are just freed.
+        let _ = SPARE.try_with(|spare| *spare.borrow_mut() = Some(bufs));
+    }
+}
+
 /// x [m, k] quantized and packed: per group of 16 tokens (the last padded with zeros) and
 /// block of 32 values, 512 bytes of levels, 16 scales d_x and 16 sums s_x = d_x sum q_x;
 /// when a product needs them (Q6_K), the sums of each half of 16 values too (`s16`, per
@@ -104,15 +133,27 @@ impl PackedX {
         );
         let groups = m.div_ceil(TILE);
         let nb = k / BLOCK;
+        // The buffers of an earlier call on this thread, as they are: every lane of a
+        // token is written below and the padded lanes are zeroed, so nothing stale is
+        // read, and no serial pass zeroes them first.
+        let spare = SPARE.with_borrow_mut(|spare| spare.take());
         let mut p = PackedX {
             m,
             k,
             groups,
-            levels: vec![0; groups * nb * TILE * BLOCK],
-            d: vec![0.0; groups * nb * TILE],
-            s: vec![0.0; groups * nb * TILE],
-            s16: vec![0.0; if halves { 2 * groups * nb * TILE } else { 0 }],
+            levels: Vec::new(),
+            d: Vec::new(),
+            s: Vec::new(),
+            s16: Vec::new(),
         };
+        if let Some(spare) = spare {
+            (p.levels, p.d, p.s, p.s16) = (spare.levels, spare.d, spare.s, spare.s16);
+        }
+        p.levels.resize(groups * nb * TILE * BLOCK, 0);
+        p.d.resize(groups * nb * TILE, 0.0);
+        p.s.resize(groups * nb * TILE, 0.0);
+        p.s16
+            .resize(if halves { 2 * groups * nb * TILE } else { 0 }, 0.0);
         let (lb, sb) = (nb * TILE * BLOCK, nb * TILE);
         // Without halves every group gets an empty slice of s16.
         let s16b = if halves { 2 * sb } else { 0 };
@@ -125,6 +166,13 @@ impl PackedX {
             .map(|(ld, s)| (ld, s, s16.next().unwrap_or_default()))
             .collect();
         let group = |g: usize, ((levels, d), s, s16): &mut GroupChunks| {
+            if m - g * TILE < TILE {
+                // The last group's lanes past the last token.
+                levels.fill(0);
+                d.fill(0.0);
+                s.fill(0.0);
+                s16.fill(0.0);
+            }
             for lane in 0..TILE.min(m - g * TILE) {
                 let t = g * TILE + lane;
                 for (b, xb) in x[t * k..][..k].chunks_exact(BLOCK).enumerate() {
@@ -611,6 +659,36 @@ mod tests {
         }
         let plain = PackedX::new(&x, m, k, 1, false).unwrap();
         assert!(plain.s16.is_empty());
-        assert_eq!((plain.levels, plain.d, plain.s), (p.levels, p.d, p.s));
+        assert_eq!((&plain.levels, &plain.d, &plain.s), (&p.levels, &p.d, &p.s));
+    }
+
+    #[test]
+    fn a_packing_after_a_bigger_one_has_nothing_stale_past_its_tokens() {
+        // The second packing reuses the first one's buffers on this thread.
+        let k = 64;
+        let big: Vec<f32> = (0..40 * k)
+            .map(|i| ((i % 23) as f32 - 11.0) * 0.3)
+            .collect();
+        drop(PackedX::new(&big, 40, k, 1, true).unwrap());
+        let m = 5;
+        let x: Vec<f32> = (0..m * k).map(|i| ((i % 7) as f32 - 3.0) * 0.5).collect();
+        let p = PackedX::new(&x, m, k, 1, true).unwrap();
+        assert_eq!(p.levels.len(), TILE * k);
+        for b in 0..k / BLOCK {
+            let levels = p.block_levels(0, b);
+            for lane in m..TILE {
+                for v in 0..BLOCK {
+                    // SAFETY: value v of a lane < 16 inside the block's 512 bytes.
+                    let got = unsafe { *levels.add(((v / 4) * TILE + lane) * 4 + v % 4) };
+                    assert_eq!(got, 0, "lane {lane} block {b} value {v}");
+                }
+                let at = p.scale_at(0, b) + lane;
+                assert_eq!((p.d[at], p.s[at]), (0.0, 0.0), "lane {lane} block {b}");
+                for h in 0..2 {
+                    // SAFETY: lane < 16 of the block's half h.
+                    assert_eq!(unsafe { *p.sums(0, b, 2, h).add(lane) }, 0.0);
+                }
+            }
+        }
     }
 }

@@ -19,6 +19,12 @@ const PAR_MIN: usize = 1 << 14;
 /// Parts per thread when shared out, so a thread that is late to start takes fewer.
 const PARTS_PER_THREAD: usize = 4;
 
+/// `threads` for a step over `elems` elements whose output slice is bigger than that
+/// (writing into part of a buffer), so [`rows_mut`] goes by the work, not the slice.
+pub(crate) fn threads_for(threads: usize, elems: usize) -> usize {
+    if elems < PAR_MIN { 1 } else { threads }
+}
+
 /// `f(rows, chunk)` over `out` [rows, row_len] split into runs of whole rows, on up to
 /// `threads` threads when `out` is big enough, else in one call over every row.
 pub(crate) fn rows_mut(
