@@ -96,6 +96,45 @@ where
     Ok((abs, norm))
 }
 
+/// Bounds on K and V that a caller knows from when it wrote their rows (the model's KV
+/// cache bounds each run of rows as they come): the largest |k|, the largest key row norm
+/// and the largest |v|. Each must be at least the true value, or the range check could
+/// pass an input that overflows.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct KvBounds {
+    pub k_abs: f64,
+    pub k_norm: f64,
+    pub v_abs: f64,
+}
+
+impl KvBounds {
+    /// The bounds of K [.., d] and V [.., dv] rows; Err names a value that is not finite.
+    pub fn of_f32(k: &[f32], v: &[f32], d: usize, dv: usize) -> Result<KvBounds> {
+        let (k_abs, k_norm) = slice_abs_and_norm(k, d).map_err(|x| not_finite("K", x))?;
+        let (v_abs, _) = slice_abs_and_norm(v, dv).map_err(|x| not_finite("V", x))?;
+        Ok(KvBounds {
+            k_abs,
+            k_norm,
+            v_abs,
+        })
+    }
+
+    /// Bounds of both: the larger of each.
+    pub fn max(self, other: KvBounds) -> KvBounds {
+        KvBounds {
+            k_abs: self.k_abs.max(other.k_abs),
+            k_norm: self.k_norm.max(other.k_norm),
+            v_abs: self.v_abs.max(other.v_abs),
+        }
+    }
+}
+
+fn not_finite(name: &str, x: f32) -> Error {
+    Error::usage(format!(
+        "{name} holds {x}; every value must be a finite number"
+    ))
+}
+
 /// [`abs_and_norm`] of rows of `width` f32 values, without copying them (f32 squares
 /// cannot overflow f64).
 fn slice_abs_and_norm(x: &[f32], width: usize) -> std::result::Result<(f64, f64), f32> {
@@ -196,6 +235,18 @@ impl Magnitudes {
         dv: usize,
     ) -> Result<Magnitudes> {
         Self::of_f32_with(q, k, v, d, dv, slice_abs_and_norm_par)
+    }
+
+    /// From row-major Q [.., d] and bounds on K and V known beforehand: only Q is read.
+    pub fn of_q_f32(q: &[f32], d: usize, kv: &KvBounds) -> Result<Magnitudes> {
+        let (q_abs, q_norm) = slice_abs_and_norm(q, d).map_err(|x| not_finite("Q", x))?;
+        Ok(Magnitudes {
+            q_abs,
+            q_norm,
+            k_abs: kv.k_abs,
+            k_norm: kv.k_norm,
+            v_abs: kv.v_abs,
+        })
     }
 
     /// From row-major Q [.., d], K [.., d], V [.., dv] slices.

@@ -36,6 +36,7 @@ fn grouping_key_blocks_changes_no_bit() {
                 tier: Some(tier),
                 block_q: Some(16),
                 block_k: Some(8),
+                ..KernelOptions::default()
             };
             let fwd = attention(&shape, &q, &k, &v, &spec, &opts).unwrap();
             let inp = BackwardInputs {

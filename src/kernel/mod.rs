@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use pulp::{Simd, WithSimd};
 
 use crate::attn::problem::{AttnSpec, ProblemShape};
-use crate::attn::range::{self, Magnitudes, PathKind};
+use crate::attn::range::{self, KvBounds, Magnitudes, PathKind};
 use crate::error::{Error, Result};
 
 pub mod backward;
@@ -70,6 +70,9 @@ pub struct KernelOptions {
     pub block_q: Option<usize>,
     /// Keys per block; [`BLOCK_K`] if None.
     pub block_k: Option<usize>,
+    /// Bounds on K and V the caller already knows (see [`KvBounds`]): the range check
+    /// then reads only Q. None: it scans K and V too.
+    pub kv_bounds: Option<KvBounds>,
 }
 
 /// The kernel's result: out [B,H,Nq,dv], lse [B,H,Nq] (natural log; -inf for a row
@@ -130,8 +133,19 @@ pub fn attention(
         });
     };
     let head_out = s.n_q * s.dv;
-    if threads == 1 {
+    if let Some(kv) = &opts.kv_bounds {
+        range::check(
+            PathKind::Flash,
+            &s,
+            &Magnitudes::of_q_f32(q, s.d, kv)?,
+            spec,
+        )?;
+    } else if threads == 1 || q.len() + k.len() + v.len() < PARALLEL_SCAN {
         check_range(&s, q, k, v, spec, false)?;
+    } else {
+        pool::pool(threads)?.install(|| check_range(&s, q, k, v, spec, true))?;
+    }
+    if threads == 1 {
         for (bh, (oh, lh)) in out
             .chunks_mut(head_out)
             .zip(lse.chunks_mut(s.n_q))
@@ -142,11 +156,6 @@ pub fn attention(
             }
         }
     } else {
-        if q.len() + k.len() + v.len() >= PARALLEL_SCAN {
-            pool::pool(threads)?.install(|| check_range(&s, q, k, v, spec, true))?;
-        } else {
-            check_range(&s, q, k, v, spec, false)?;
-        }
         // The (head, query block) tasks on the team, each writing its own rows.
         let mut tasks: Vec<(usize, usize, &mut [f32], &mut [f32])> = Vec::new();
         for (bh, (oh, lh)) in out

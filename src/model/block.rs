@@ -5,6 +5,7 @@
 
 use rayon::prelude::*;
 
+use crate::attn::range::KvBounds;
 use crate::engine::config::MaskKind;
 use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
@@ -12,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::exp::exp2_slice;
 use crate::kernel::{self, KernelOptions, Tier, thread_pool};
 use crate::model::cache::LayerCache;
+use crate::model::cache_attention::{append_kv, cached_attention};
 use crate::model::config::{ModelConfig, NormKind, NormPlace, RopeStyle};
 use crate::model::gemm::{linear, linears, matmul_nt};
 use crate::model::mlp::{MlpBuffers, mlp_forward};
@@ -29,7 +31,7 @@ const SERIAL_ATTENTION_MACS: usize = 1 << 20;
 /// The kernel's checks of its inputs speak as `compute` does (of Q, K, V and its
 /// flags); inside a model's forward pass the same failure means the numbers a layer
 /// computed went wrong, which is what the message then says.
-fn model_attention(e: crate::Error) -> crate::Error {
+pub(crate) fn model_attention(e: crate::Error) -> crate::Error {
     match e {
         crate::Error::Usage(msg) => {
             let fact = msg.split("; ").next().unwrap_or(&msg);
@@ -281,18 +283,7 @@ pub(crate) fn block_forward(
                     "the KV cache holds {capacity} tokens; {len} cached + {n} new do not fit"
                 )));
             }
-            for (dst, new) in [(&mut cache.k, &buf.kh), (&mut cache.v, &buf.vh)] {
-                append(
-                    rows::threads_for(t, n * g * dh),
-                    dst,
-                    new,
-                    g,
-                    n,
-                    dh,
-                    len,
-                    capacity,
-                )?;
-            }
+            append_kv(t, cache, &buf.kh, &buf.vh, (g, n, dh), len, capacity)?;
             if let Some(cap) = cap {
                 let full = Mask::resolve(mask, 1, h, n, n_k)?;
                 let spec = AttnSpec::new(&shape(cfg, n, n_k), full, false, Some(cfg.attn_scale()));
@@ -321,6 +312,13 @@ pub(crate) fn block_forward(
                     let own = shape(cfg, n, n);
                     let full = Mask::resolve(mask, 1, h, n, n)?;
                     let spec = AttnSpec::new(&own, full, false, Some(cfg.attn_scale()));
+                    let bounds = (0..g).fold(KvBounds::default(), |b, kv| {
+                        b.max(cache.bounds(kv, capacity, n))
+                    });
+                    let kopts = KernelOptions {
+                        kv_bounds: Some(bounds),
+                        ..kopts
+                    };
                     let r = kernel::attention(&own, &buf.qh, &buf.kh, &buf.vh, &spec, &kopts)
                         .map_err(model_attention)?;
                     (r.out, r.lse)
@@ -530,57 +528,6 @@ fn shape(cfg: &ModelConfig, n_q: usize, n_k: usize) -> ProblemShape {
     }
 }
 
-/// Attention of n new queries over a cache of len + n keys, one kernel call per KV head
-/// (its keys are contiguous in the cache; the query heads that read it are contiguous in q).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn cached_attention(
-    cfg: &ModelConfig,
-    q: &[f32],
-    n: usize,
-    cache: &LayerCache,
-    len: usize,
-    capacity: usize,
-    mask: &MaskKind,
-    kopts: &KernelOptions,
-) -> Result<(Vec<f32>, Vec<f32>)> {
-    let (dh, g) = (cfg.d_head, cfg.kv_heads);
-    let r = cfg.heads / g;
-    let n_k = len + n;
-    let group_shape = ProblemShape {
-        batch: 1,
-        heads: r,
-        kv_heads: 1,
-        n_q: n,
-        n_k,
-        d: dh,
-        dv: dh,
-    };
-    let spec = AttnSpec::new(
-        &group_shape,
-        Mask::resolve(mask, 1, r, n, n_k)?,
-        false,
-        Some(cfg.attn_scale()),
-    );
-    let mut out = Vec::with_capacity(cfg.heads * n * dh);
-    let mut lse = Vec::with_capacity(cfg.heads * n);
-    for kv in 0..g {
-        let rows = kv * capacity * dh..(kv * capacity + n_k) * dh;
-        let qg = &q[kv * r * n * dh..][..r * n * dh];
-        let res = kernel::attention(
-            &group_shape,
-            qg,
-            &cache.k.as_slice()[rows.clone()],
-            &cache.v.as_slice()[rows],
-            &spec,
-            kopts,
-        )
-        .map_err(model_attention)?;
-        out.extend_from_slice(&res.out);
-        lse.extend_from_slice(&res.lse);
-    }
-    Ok((out, lse))
-}
-
 /// Keys [G, stride, d_head] of which rows 0..len are used.
 struct KeyRows<'a> {
     k: &'a [f32],
@@ -743,27 +690,6 @@ pub(crate) fn split_heads(
             for (i, row) in dst.chunks_exact_mut(dh).enumerate() {
                 row.copy_from_slice(&tok[(i * heads + head) * dh..][..dh]);
             }
-        }
-    })
-}
-
-/// Write new rows [G, n, dh] after the `len` cached rows of each KV head, the heads
-/// shared out over `threads`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn append(
-    threads: usize,
-    cache: &mut kernel::AlignedBuf,
-    new: &[f32],
-    g: usize,
-    n: usize,
-    dh: usize,
-    len: usize,
-    capacity: usize,
-) -> Result<()> {
-    let heads = &mut cache.as_mut_slice()[..g * capacity * dh];
-    rows_mut(threads, heads, capacity * dh, &|r, chunk| {
-        for (kv, dst) in r.zip(chunk.chunks_exact_mut(capacity * dh)) {
-            dst[len * dh..][..n * dh].copy_from_slice(&new[kv * n * dh..][..n * dh]);
         }
     })
 }

@@ -8,8 +8,9 @@
 use crate::engine::config::MaskKind;
 use crate::error::Result;
 use crate::kernel::KernelOptions;
-use crate::model::block::{add_into, append, cached_attention, split_heads};
+use crate::model::block::{add_into, split_heads};
 use crate::model::cache::LayerCache;
+use crate::model::cache_attention::{append_kv, cached_attention};
 use crate::model::config::{ModelConfig, NormPlace, RopeStyle};
 use crate::model::gemm::{linear, linears};
 use crate::model::mlp::{MlpBuffers, mlp_forward};
@@ -119,8 +120,7 @@ pub(crate) fn blocks_forward(
             rope.apply(style, &mut buf.qh);
             rope.apply(style, &mut buf.kh);
         }
-        append(1, &mut s.cache.k, &buf.kh, g, n, dh, s.len, s.capacity)?;
-        append(1, &mut s.cache.v, &buf.vh, g, n, dh, s.len, s.capacity)?;
+        append_kv(1, s.cache, &buf.kh, &buf.vh, (g, n, dh), s.len, s.capacity)?;
         let (out, _) = cached_attention(cfg, &buf.qh, n, s.cache, s.len, s.capacity, mask, &kopts)?;
         let rows = &mut buf.concat[row * h * dh..][..n * h * dh];
         for (i, dst_row) in rows.chunks_exact_mut(h * dh).enumerate() {

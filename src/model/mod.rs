@@ -38,6 +38,7 @@ mod i8vec;
 pub use block::{Hook, Site};
 pub mod acts;
 pub mod cache;
+mod cache_attention;
 pub mod chat;
 mod checks;
 pub mod composition;

@@ -37,6 +37,7 @@ fn run(p: &Problem, tier: Tier, threads: usize, c: &Case) -> FlashGrads {
         tier: Some(tier),
         block_q: c.block_q,
         block_k: c.block_k,
+        ..Default::default()
     };
     let fwd = kernel::attention(&p.shape, &p.q, &p.k, &p.v, &p.spec, &opts).unwrap();
     let inp = BackwardInputs {

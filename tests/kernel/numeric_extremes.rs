@@ -224,6 +224,7 @@ fn check(c: &Case) -> Result<(), TestCaseError> {
                 tier: Some(tier),
                 block_q: Some(4),
                 block_k: Some(4),
+                ..Default::default()
             };
             match kernel::attention(&p.shape, &p.q, &p.k, &p.v, &p.spec, &opts) {
                 Ok(o) => {

@@ -66,6 +66,7 @@ fn run(p: &Problem, tier: Tier, threads: usize, c: &Case) -> kernel::FlashOutput
         tier: Some(tier),
         block_q: c.block_q,
         block_k: c.block_k,
+        ..Default::default()
     };
     kernel::attention(&p.shape, &p.q, &p.k, &p.v, &p.spec, &opts).unwrap()
 }

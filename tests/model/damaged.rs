@@ -273,6 +273,19 @@ fn non_finite_norms_are_named_with_their_layer() {
     assert!(!err.contains("--kernel"), "{err}");
     let h = huge.to_str().unwrap();
     refused(&["heads", h, "--ids", "3,4,5"], &[h, "a layer's attention"]);
+    // Finite queries and keys whose product overflows, through the KV cache (`generate`
+    // checks its keys by the bounds the cache keeps as rows are written).
+    let mut g = tiny_llama(Tiny::new(), Quant::F32);
+    for name in ["blk.1.attn_q.weight", "blk.1.attn_k.weight"] {
+        let t = g.tensor_mut(name);
+        t.data = 1e20f32.to_le_bytes().repeat(t.data.len() / 4);
+    }
+    let big = f.gguf("big_qk.gguf", &g);
+    let b = big.to_str().unwrap();
+    refused(
+        &["generate", b, "--prompt", "the cat", "--max-tokens", "2"],
+        &["a layer's attention", "Q, K and V"],
+    );
     // A quantized matrix with an infinite f16 scale (Q8_0: a block's first 2 bytes).
     let mut g = good.clone();
     let t = g.tensor_mut("blk.1.ffn_down.weight");
