@@ -14,6 +14,7 @@ use crate::kernel::exp::exp2_slice;
 use crate::kernel::{self, KernelOptions, Tier, thread_pool};
 use crate::model::cache::LayerCache;
 use crate::model::cache_attention::{append_kv, cached_attention};
+use crate::model::checks::model_attention;
 use crate::model::config::{ModelConfig, NormKind, NormPlace, RopeStyle};
 use crate::model::gemm::{linear, linears, matmul_nt};
 use crate::model::mlp::{MlpBuffers, mlp_forward};
@@ -27,21 +28,6 @@ use crate::model::weights::LayerWeights;
 /// Below this many multiply-adds (q . k over every head, query and key) attention runs on
 /// the calling thread: about 20 microseconds of work.
 const SERIAL_ATTENTION_MACS: usize = 1 << 20;
-
-/// The kernel's checks of its inputs speak as `compute` does (of Q, K, V and its
-/// flags); inside a model's forward pass the same failure means the numbers a layer
-/// computed went wrong, which is what the message then says.
-pub(crate) fn model_attention(e: crate::Error) -> crate::Error {
-    match e {
-        crate::Error::Usage(msg) => {
-            let fact = msg.split("; ").next().unwrap_or(&msg);
-            crate::Error::Usage(format!(
-                "a layer's attention cannot run: {fact}; Q, K and V are the queries, keys and values the layer computed from the model's weights and the input, so the model file or an intervention (--rope-base, --mask) gave non-finite or out-of-range numbers"
-            ))
-        }
-        other => other,
-    }
-}
 
 /// What every block of one pass shares.
 pub(crate) struct BlockCtx<'a> {

@@ -10,8 +10,8 @@ use crate::engine::mask::Mask;
 use crate::engine::problem::{AttnSpec, ProblemShape};
 use crate::error::Result;
 use crate::kernel::{self, KernelOptions};
-use crate::model::block::model_attention;
 use crate::model::cache::LayerCache;
+use crate::model::checks::model_attention;
 use crate::model::config::ModelConfig;
 use crate::model::rows::{self, rows_mut};
 

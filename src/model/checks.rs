@@ -12,6 +12,21 @@ use super::ModelConfig;
 use crate::attn::limits::model as lim;
 use crate::error::{Error, Result};
 
+/// The kernel's checks of its inputs speak as `compute` does (of Q, K, V and its
+/// flags); inside a model's forward pass the same failure means the numbers a layer
+/// computed went wrong, which is what the message then says.
+pub(crate) fn model_attention(e: crate::Error) -> crate::Error {
+    match e {
+        crate::Error::Usage(msg) => {
+            let fact = msg.split("; ").next().unwrap_or(&msg);
+            crate::Error::Usage(format!(
+                "a layer's attention cannot run: {fact}; Q, K and V are the queries, keys and values the layer computed from the model's weights and the input, so the model file or an intervention (--rope-base, --mask) gave non-finite or out-of-range numbers"
+            ))
+        }
+        other => other,
+    }
+}
+
 /// What a size is, for its ceiling.
 #[derive(Debug, Clone, Copy)]
 pub enum Size {
