@@ -16,7 +16,8 @@ use crate::model::config::ModelConfig;
 use crate::model::rows::{self, rows_mut};
 
 /// Attention of n new queries over a cache of len + n keys, one kernel call per KV head
-/// (its keys are contiguous in the cache; the query heads that read it are contiguous in q).
+/// (its keys are contiguous in the cache; the query heads that read it are contiguous in
+/// q), each checked against the bounds the cache keeps instead of a scan of its keys.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn cached_attention(
     cfg: &ModelConfig,
@@ -31,39 +32,40 @@ pub(crate) fn cached_attention(
     let (dh, g) = (cfg.d_head, cfg.kv_heads);
     let r = cfg.heads / g;
     let n_k = len + n;
-    if n == 1
-        && r > 1
-        && let Some(keys) = last_query_keys(mask, n_k)
-    {
-        return stacked_step(cfg, q, cache, capacity, n_k, keys, kopts);
-    }
-    let group_shape = ProblemShape {
+    let shape = |heads, n_q, n_k| ProblemShape {
         batch: 1,
-        heads: r,
+        heads,
         kv_heads: 1,
-        n_q: n,
+        n_q,
         n_k,
         d: dh,
         dv: dh,
     };
-    let spec = AttnSpec::new(
-        &group_shape,
-        Mask::resolve(mask, 1, r, n, n_k)?,
-        false,
-        Some(cfg.attn_scale()),
-    );
+    let (shape, mask, keys) = match last_query_keys(mask, n_k) {
+        // A decode step: the one new query of each of a KV head's r query heads sees the
+        // same keys, so the r queries go to the kernel as r rows of one head over those
+        // keys, unmasked. Alone, each would take a whole block of query rows (a vector's
+        // width) for one row of work; out [r, dh] and lse [r] are laid out as the r
+        // heads' [r, 1, dh] and [r, 1].
+        Some(keys) if n == 1 && r > 1 => (
+            shape(1, r, keys.len()),
+            Mask::resolve(&MaskKind::None, 1, 1, r, keys.len())?,
+            keys,
+        ),
+        _ => (shape(r, n, n_k), Mask::resolve(mask, 1, r, n, n_k)?, 0..n_k),
+    };
+    let spec = AttnSpec::new(&shape, mask, false, Some(cfg.attn_scale()));
     let mut out = Vec::with_capacity(cfg.heads * n * dh);
     let mut lse = Vec::with_capacity(cfg.heads * n);
     for kv in 0..g {
-        let rows = kv * capacity * dh..(kv * capacity + n_k) * dh;
-        let qg = &q[kv * r * n * dh..][..r * n * dh];
+        let rows = (kv * capacity + keys.start) * dh..(kv * capacity + keys.end) * dh;
         let kopts = KernelOptions {
             kv_bounds: Some(cache.bounds(kv, capacity, n_k)),
             ..kopts.clone()
         };
         let res = kernel::attention(
-            &group_shape,
-            qg,
+            &shape,
+            &q[kv * r * n * dh..][..r * n * dh],
             &cache.k.as_slice()[rows.clone()],
             &cache.v.as_slice()[rows],
             &spec,
@@ -84,60 +86,6 @@ fn last_query_keys(mask: &MaskKind, n_k: usize) -> Option<Range<usize>> {
         MaskKind::Window(w) => Some(n_k.saturating_sub(*w)..n_k),
         _ => None,
     }
-}
-
-/// A decode step's attention: the one new query of each of a KV head's r query heads
-/// sees the same keys, so the r queries go to the kernel as r rows of one head over
-/// those keys, unmasked. Alone, each would take a whole block of query rows (a vector's
-/// width) for one row of work. The rows are the kernel's usual rows; out [H, 1, dh] and
-/// lse [H, 1] come out as the per-head calls give them.
-fn stacked_step(
-    cfg: &ModelConfig,
-    q: &[f32],
-    cache: &LayerCache,
-    capacity: usize,
-    n_k: usize,
-    keys: Range<usize>,
-    kopts: &KernelOptions,
-) -> Result<(Vec<f32>, Vec<f32>)> {
-    let (dh, g) = (cfg.d_head, cfg.kv_heads);
-    let r = cfg.heads / g;
-    let shape = ProblemShape {
-        batch: 1,
-        heads: 1,
-        kv_heads: 1,
-        n_q: r,
-        n_k: keys.len(),
-        d: dh,
-        dv: dh,
-    };
-    let spec = AttnSpec::new(
-        &shape,
-        Mask::resolve(&MaskKind::None, 1, 1, r, keys.len())?,
-        false,
-        Some(cfg.attn_scale()),
-    );
-    let mut out = Vec::with_capacity(cfg.heads * dh);
-    let mut lse = Vec::with_capacity(cfg.heads);
-    for kv in 0..g {
-        let rows = (kv * capacity + keys.start) * dh..(kv * capacity + keys.end) * dh;
-        let kopts = KernelOptions {
-            kv_bounds: Some(cache.bounds(kv, capacity, n_k)),
-            ..kopts.clone()
-        };
-        let res = kernel::attention(
-            &shape,
-            &q[kv * r * dh..][..r * dh],
-            &cache.k.as_slice()[rows.clone()],
-            &cache.v.as_slice()[rows],
-            &spec,
-            &kopts,
-        )
-        .map_err(model_attention)?;
-        out.extend_from_slice(&res.out);
-        lse.extend_from_slice(&res.lse);
-    }
-    Ok((out, lse))
 }
 
 /// Write new keys and values [G, n, dh] after the `len` cached rows of each KV head, and
