@@ -194,19 +194,27 @@ pub fn attend(
         }
         Kernel::Flash => {
             let p = fit_f32::fit(PathKind::Flash, shape, q, k, v, spec)?;
-            let flat = |a: &Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
+            // The kernel takes row-major slices: borrowed when the array is laid out that
+            // way (as `fit` makes it), copied otherwise.
+            fn flat(a: &Array4<f32>) -> std::borrow::Cow<'_, [f32]> {
+                match a.as_slice() {
+                    Some(s) => std::borrow::Cow::Borrowed(s),
+                    None => std::borrow::Cow::Owned(a.iter().copied().collect()),
+                }
+            }
             let opts = kernel::KernelOptions {
                 threads,
                 ..Default::default()
             };
             let o =
                 kernel::attention(shape, &flat(&p.q), &flat(&p.k), &flat(&p.v), &p.spec, &opts)?;
+            let output = p.into_output();
             let dims = (shape.batch, shape.heads, shape.n_q);
             let out = Array4::from_shape_vec((dims.0, dims.1, dims.2, shape.dv), o.out)
                 .map_err(|e| Error::Internal(format!("kernel output shape: {e}")))?;
             let lse = ndarray::Array3::from_shape_vec(dims, o.lse)
                 .map_err(|e| Error::Internal(format!("kernel lse shape: {e}")))?;
-            Ok((out.mapv(|x| p.output(x)), lse.mapv(f64::from)))
+            Ok((out.mapv(output), lse.mapv(f64::from)))
         }
     }
 }

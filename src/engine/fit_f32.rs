@@ -14,7 +14,7 @@
 //! untouched. What is left, scores that truly overflow f32, is refused by
 //! [`crate::attn::range::check`] with a message naming the limit.
 
-use ndarray::{Array4, ArrayView4};
+use ndarray::{Array4, ArrayBase, ArrayView4, Data, Ix4};
 
 use crate::attn::problem::{AttnSpec, ProblemShape};
 use crate::attn::range::{self, Magnitudes, PathKind};
@@ -38,6 +38,13 @@ impl F32Problem {
     /// One value of the path's output, as the answer for the f64 inputs.
     pub fn output(&self, x: f32) -> f64 {
         times_pow2(x as f64, self.out_exponent)
+    }
+
+    /// [`F32Problem::output`] without the tensors, for once the path has run: the f32
+    /// copies of Q, K and V are freed before the output is converted.
+    pub fn into_output(self) -> impl Fn(f32) -> f64 {
+        let e = self.out_exponent;
+        move |x| times_pow2(x as f64, e)
     }
 }
 
@@ -90,13 +97,7 @@ pub fn fit(
     let (q, k, v) = (cast(q, a), cast(k, b), cast(v, e));
     let mut spec = spec.clone();
     spec.scale = times_pow2(spec.scale, a + b);
-    let rows = |x: &Array4<f32>| {
-        x.rows()
-            .into_iter()
-            .map(|r| r.iter().map(|&y| y as f64).collect::<Vec<f64>>())
-            .collect::<Vec<_>>()
-    };
-    let m = Magnitudes::of_rows(rows(&q), rows(&k), rows(&v))?;
+    let m = Magnitudes::of_rows(rows_f64(&q), rows_f64(&k), rows_f64(&v))?;
     range::check(path, shape, &m, &spec)?;
     Ok(F32Problem {
         q,
@@ -107,6 +108,17 @@ pub fn fit(
     })
 }
 
+/// The rows of a tensor as f64 values, read in place (no copy of the tensor).
+fn rows_f64<S, A>(x: &ArrayBase<S, Ix4>) -> impl Iterator<Item = impl Iterator<Item = f64> + '_>
+where
+    S: Data<Elem = A>,
+    A: Copy + Into<f64>,
+{
+    x.rows()
+        .into_iter()
+        .map(|r| r.into_iter().map(|&y| y.into()))
+}
+
 /// Check that the f64 reference path holds every value of this problem.
 pub fn check_reference(
     shape: &ProblemShape,
@@ -115,8 +127,7 @@ pub fn check_reference(
     v: ArrayView4<f64>,
     spec: &AttnSpec,
 ) -> Result<()> {
-    let rows = |x: ArrayView4<f64>| x.rows().into_iter().map(|r| r.to_vec()).collect::<Vec<_>>();
-    let m = Magnitudes::of_rows(rows(q), rows(k), rows(v))?;
+    let m = Magnitudes::of_rows(rows_f64(&q), rows_f64(&k), rows_f64(&v))?;
     range::check(PathKind::Reference, shape, &m, spec)
 }
 
