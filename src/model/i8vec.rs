@@ -82,6 +82,16 @@ pub unsafe fn panel_product(
     unsafe { unpack(ty, w, row_bytes, rows, x.k, panel, biased) };
     let mut out = [[0.0f32; TILE]; TILE];
     for g in 0..x.groups {
+        // The lines of y this group's results go to, fetched while the group is computed
+        // (a store that misses waits for its line).
+        for t in 0..TILE.min(x.m - g * TILE) {
+            let at = y.wrapping_add((g * TILE + t) * n);
+            // SAFETY: a prefetch does not fault; both ends of the 16 columns are in y.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(at.cast());
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(rows.saturating_sub(1)).cast());
+            }
+        }
         // SAFETY: the tier's features were detected; the kernels read inside the panel and
         // x's group g (its sums per half where the type has two parts).
         unsafe {
