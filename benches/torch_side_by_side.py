@@ -21,7 +21,8 @@ What is compared (the same token ids on both sides, 128 for the forward):
   attention forms the softmax weights inside (not returned); attnviz's flash kernel does
   not form them.
 - attn: the same with every layer's attention weights returned (PyTorch
-  output_attentions=True, attnviz keep_attention, which is what `attnviz model run` does).
+  output_attentions=True, attnviz keep_attention, which is what `attnviz model run
+  --attn-out` does).
 - generate: greedy, 64 new tokens after a 16-token prompt, KV cache, EOS not stopping:
   tokens/s = 64 / wall time.
 """
