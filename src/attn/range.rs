@@ -129,7 +129,7 @@ impl KvBounds {
     }
 }
 
-fn not_finite(name: &str, x: f32) -> Error {
+fn not_finite(name: &str, x: impl std::fmt::Display) -> Error {
     Error::usage(format!(
         "{name} holds {x}; every value must be a finite number"
     ))
@@ -262,14 +262,9 @@ impl Magnitudes {
         dv: usize,
         slice_abs_and_norm: impl Fn(&[f32], usize) -> std::result::Result<(f64, f64), f32>,
     ) -> Result<Magnitudes> {
-        let bad = |name: &str, x: f32| {
-            Error::usage(format!(
-                "{name} holds {x}; every value must be a finite number"
-            ))
-        };
-        let (q_abs, q_norm) = slice_abs_and_norm(q, d).map_err(|x| bad("Q", x))?;
-        let (k_abs, k_norm) = slice_abs_and_norm(k, d).map_err(|x| bad("K", x))?;
-        let (v_abs, _) = slice_abs_and_norm(v, dv).map_err(|x| bad("V", x))?;
+        let (q_abs, q_norm) = slice_abs_and_norm(q, d).map_err(|x| not_finite("Q", x))?;
+        let (k_abs, k_norm) = slice_abs_and_norm(k, d).map_err(|x| not_finite("K", x))?;
+        let (v_abs, _) = slice_abs_and_norm(v, dv).map_err(|x| not_finite("V", x))?;
         Ok(Magnitudes {
             q_abs,
             q_norm,
@@ -285,14 +280,9 @@ impl Magnitudes {
         R: IntoIterator<Item = I>,
         I: IntoIterator<Item = f64>,
     {
-        let bad = |name: &str, x: f64| {
-            Error::usage(format!(
-                "{name} holds {x}; every value must be a finite number"
-            ))
-        };
-        let (q_abs, q_norm) = abs_and_norm(q).map_err(|x| bad("Q", x))?;
-        let (k_abs, k_norm) = abs_and_norm(k).map_err(|x| bad("K", x))?;
-        let (v_abs, _) = abs_and_norm(v).map_err(|x| bad("V", x))?;
+        let (q_abs, q_norm) = abs_and_norm(q).map_err(|x| not_finite("Q", x))?;
+        let (k_abs, k_norm) = abs_and_norm(k).map_err(|x| not_finite("K", x))?;
+        let (v_abs, _) = abs_and_norm(v).map_err(|x| not_finite("V", x))?;
         Ok(Magnitudes {
             q_abs,
             q_norm,
